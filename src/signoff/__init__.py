@@ -1,0 +1,1 @@
+"""signoff: human sign-off for what AI agents do."""

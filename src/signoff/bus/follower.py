@@ -1,0 +1,57 @@
+"""Brings events written by other processes onto this process's bus.
+
+Several processes may share one SQLite file (a server and CLI commands). Each publishes
+its own commits on its own bus; a follower reads the shared event log for what others
+wrote, so ``wait`` and ``watch`` here wake up for decisions made elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from signoff.bus.local import EventBus
+from signoff.store.base import Store
+
+__all__ = ["EventLogFollower"]
+
+
+class EventLogFollower:
+    """Tails the store's event log and publishes events this process did not write."""
+
+    def __init__(self, store: Store, bus: EventBus, *, interval: float = 0.2) -> None:
+        self._store = store
+        self._bus = bus
+        self._interval = interval
+        self._cursor = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start from the current end of the log, then follow it."""
+        self._cursor = await self._store.last_event_seq()
+        self._task = asyncio.create_task(self._run(), name="signoff-event-follower")
+
+    async def stop(self) -> None:
+        """Stop following."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def poll_once(self) -> int:
+        """Publish what arrived since the last poll; how many events were new here."""
+        published = 0
+        while True:
+            events = await self._store.list_events(after_seq=self._cursor, limit=500)
+            if not events:
+                return published
+            self._cursor = events[-1].seq
+            foreign = [e for e in events if not self._bus.already_published(e.seq)]
+            await self._bus.publish(foreign)
+            published += len(foreign)
+
+    async def _run(self) -> None:
+        while True:
+            await self.poll_once()
+            await asyncio.sleep(self._interval)

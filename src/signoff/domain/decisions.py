@@ -1,0 +1,106 @@
+"""Decisions: what a person (or a grant, policy or expiry) says about a request."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+__all__ = [
+    "Answer",
+    "Approve",
+    "Choose",
+    "Decision",
+    "DecisionAdapter",
+    "DecisionRecord",
+    "DecisionType",
+    "Reject",
+    "Respond",
+    "Scope",
+]
+
+DecisionType: TypeAlias = Literal["approve", "reject", "respond", "choose", "answer"]
+Scope: TypeAlias = Literal["once", "session", "always"]
+
+_TEXT = 20_000
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Approve(_Model):
+    """Let the call run, as proposed or with edited arguments."""
+
+    type: Literal["approve"] = "approve"
+    args: dict[str, JsonValue] | None = None
+    """Edited arguments to run instead of the proposal (approval requests only)."""
+    scope: Scope = "once"
+    """``session`` or ``always`` also creates a standing grant for later calls."""
+    args_pattern: dict[str, str] | None = None
+    """For a standing grant: argument globs later calls must match (none: any args)."""
+    comment: str | None = Field(default=None, max_length=_TEXT)
+    """A note kept with the decision."""
+
+
+class Reject(_Model):
+    """Do not run the call (or decline to answer); the reason goes back to the agent."""
+
+    type: Literal["reject"] = "reject"
+    reason: str = Field(default="", max_length=_TEXT)
+    """Why, told to the agent."""
+
+
+class Respond(_Model):
+    """Do not run the call; give the model this text instead of the tool's result."""
+
+    type: Literal["respond"] = "respond"
+    feedback: str = Field(min_length=1, max_length=_TEXT)
+    """What the model is told."""
+
+
+class Choose(_Model):
+    """Pick from a choice request's options (or give free text where allowed)."""
+
+    type: Literal["choose"] = "choose"
+    choice: str | None = Field(default=None, max_length=_TEXT)
+    """The one option chosen (single-select)."""
+    choices: tuple[str, ...] | None = None
+    """The options chosen (multi-select)."""
+
+
+class Answer(_Model):
+    """Answer a questions request: feedback and per-question answers, back to the agent."""
+
+    type: Literal["answer"] = "answer"
+    feedback: str | None = Field(default=None, max_length=_TEXT)
+    """Overall feedback."""
+    answers: dict[str, str] = Field(default_factory=dict)
+    """Answers keyed by question id."""
+
+
+Decision: TypeAlias = Annotated[
+    Approve | Reject | Respond | Choose | Answer, Field(discriminator="type")
+]
+"""Any decision, told apart by ``type``."""
+
+DecisionAdapter: TypeAdapter[Decision] = TypeAdapter(Decision)
+"""Parses any decision from a dict or JSON."""
+
+
+class DecisionRecord(_Model):
+    """A decision as recorded: what was decided, by whom, when and on what grounds."""
+
+    decision: Decision
+    """What was decided."""
+    decided_by: str
+    """Principal name; ``policy``, ``expiry`` or ``grant`` when no person decided."""
+    decided_at: datetime
+    """When."""
+    seen_digest: str | None = None
+    """Digest of the tool name and arguments the decider was shown (approval requests)."""
+    via: Literal["person", "grant", "policy", "expiry"] = "person"
+    """What made the decision."""
+    extra: dict[str, JsonValue] | None = None
+    """What the decision resolved to, e.g. the chosen options as a list."""

@@ -1,0 +1,115 @@
+"""The one exception tree of signoff.
+
+Caller mistakes are kept apart from runtime failures, so a transport can map the first
+to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``server/``)::
+
+    SignoffError
+    ├── CallerError                 the caller asked for something that cannot be done
+    │   ├── RequestNotFound         no such request (or not visible to the caller)
+    │   ├── GrantNotFound           no such standing grant
+    │   ├── InvalidRequest          a request that cannot be submitted as given
+    │   ├── InvalidDecision         a decision the request does not allow, or malformed
+    │   ├── InvalidTransition       the request is not in a state that allows this
+    │   │   └── ArgsMismatch        a claim whose args differ from what was approved
+    │   ├── NotAllowed              the principal may not do this
+    │   ├── Unauthenticated         no principal: unknown or revoked token
+    │   └── PolicyError             a tools.toml that cannot be read or understood
+    └── RuntimeFailure              signoff itself could not do it
+        ├── StoreUnavailable        the store cannot be reached or written
+        └── AuditChainBroken        the audit log fails verification
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgsMismatch",
+    "AuditChainBroken",
+    "CallerError",
+    "GrantNotFound",
+    "InvalidDecision",
+    "InvalidRequest",
+    "InvalidTransition",
+    "NotAllowed",
+    "PolicyError",
+    "RequestNotFound",
+    "RuntimeFailure",
+    "SignoffError",
+    "StoreUnavailable",
+    "Unauthenticated",
+]
+
+
+class SignoffError(Exception):
+    """Root of every error signoff raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CallerError(SignoffError):
+    """The caller asked for something that cannot be done; nothing was changed."""
+
+
+class RequestNotFound(CallerError):
+    """No request has this id, or the caller may not see it."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"no request with id {request_id!r}")
+        self.request_id = request_id
+
+
+class GrantNotFound(CallerError):
+    """No standing grant has this id."""
+
+    def __init__(self, grant_id: str) -> None:
+        super().__init__(f"no grant with id {grant_id!r}")
+        self.grant_id = grant_id
+
+
+class InvalidRequest(CallerError):
+    """A request that cannot be submitted as given (missing or contradictory fields)."""
+
+
+class InvalidDecision(CallerError):
+    """A decision this request does not allow, or one whose fields do not fit it."""
+
+
+class InvalidTransition(CallerError):
+    """The request is not in a state that allows this change."""
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ArgsMismatch(InvalidTransition):
+    """A claim whose arguments do not match the digest the approval was bound to."""
+
+
+class NotAllowed(CallerError):
+    """The principal is known but may not do this."""
+
+
+class Unauthenticated(CallerError):
+    """No principal could be resolved: the token is unknown, malformed or revoked."""
+
+
+class PolicyError(CallerError):
+    """A tools.toml that cannot be read or understood."""
+
+
+class RuntimeFailure(SignoffError):
+    """signoff itself could not do what was asked; the caller's input may be fine."""
+
+
+class StoreUnavailable(RuntimeFailure):
+    """The store cannot be opened, read or written."""
+
+
+class AuditChainBroken(RuntimeFailure):
+    """The audit log fails verification; ``seq`` is the first bad entry."""
+
+    def __init__(self, message: str, *, seq: int) -> None:
+        super().__init__(message)
+        self.seq = seq

@@ -1,0 +1,546 @@
+"""The service: the only writer of signoff's state.
+
+Every operation reads a request, asks ``domain.transitions`` whether the change is legal,
+and commits the new version, its audit entry and its events in one conditional write.
+Events are published only after that write has committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import JsonValue, ValidationError
+
+from signoff.bus.local import EventBus, LocalBus
+from signoff.domain.audit import AuditDraft, AuditEntry, ChainReport, verify_chain
+from signoff.domain.clock import Clock, system_clock
+from signoff.domain.decisions import Approve, Decision, DecisionAdapter, DecisionRecord
+from signoff.domain.events import EventDraft, EventType
+from signoff.domain.grants import Grant, args_digest
+from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, file_edit_preview
+from signoff.domain.principals import Principal, Role, TokenRecord, hash_token, new_token
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.submission import NewRequest, build_request, rejected_record
+from signoff.domain.transitions import (
+    Change,
+    apply_decision,
+    approved_by_grant,
+    cancel,
+    claim,
+    expire,
+    finish,
+    is_overdue,
+)
+from signoff.errors import (
+    GrantNotFound,
+    InvalidDecision,
+    InvalidRequest,
+    InvalidTransition,
+    NotAllowed,
+    RequestNotFound,
+    SignoffError,
+    Unauthenticated,
+)
+from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
+
+if TYPE_CHECKING:
+    from signoff.domain.policies import Policy
+
+__all__ = ["SYSTEM", "BatchOutcome", "Service", "Submitted", "read_text_file", "validation_message"]
+
+SYSTEM = Principal(name="system", role="admin")
+"""The principal of signoff's own actions (the expiry sweeper)."""
+
+_RETRIES = 50
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The outcome of a submit: the request, and whether this call created it."""
+
+    request: Request
+    created: bool
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """One id's outcome in a batch decision: the new status, or the error."""
+
+    id: str
+    status: str | None = None
+    error: SignoffError | None = None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line naming the first invalid field and what is wrong with it."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{where}: {msg}" if where else msg
+
+
+def read_text_file(path: str) -> str | None:
+    """The text of a file for a diff preview, or None if it does not exist or is unreadable."""
+    try:
+        p = Path(path).expanduser()
+        if not p.is_file() or p.stat().st_size > MAX_PREVIEW_BYTES:
+            return None
+        return p.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+class Service:
+    """Submit, decide, wait, claim, complete, cancel and expire requests; the one writer."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        bus: EventBus | None = None,
+        policy: Policy | None = None,
+        clock: Clock = system_clock,
+        read_file: Callable[[str], str | None] | None = read_text_file,
+    ) -> None:
+        self.store = store
+        self.bus: EventBus = bus if bus is not None else LocalBus()
+        self.policy = policy
+        self.clock = clock
+        self._read_file = read_file
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def open(self) -> Self:
+        """Open the store (migrating it if needed)."""
+        await self.store.open()
+        return self
+
+    async def close(self) -> None:
+        """Stop the sweeper and close the store."""
+        await self.stop_sweeper()
+        await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- writing -------------------------------------------------------------------------
+
+    async def _commit(self, write: Write) -> None:
+        committed = await self.store.commit(write)
+        await self.bus.publish(committed.events)
+
+    async def submit(
+        self, new: NewRequest | Mapping[str, Any], principal: Principal
+    ) -> Submitted:
+        """Open a request; the same session + tool_call_id (or idempotency key) returns it again.
+
+        Policy may decide at once (``allow`` approves, ``deny`` rejects), and a live standing
+        grant that covers the call approves it; the audit says which.
+        """
+        if principal.role not in ("agent", "admin"):
+            raise NotAllowed(f"{principal.name} is an {principal.role} and may not submit requests")
+        if not isinstance(new, NewRequest):
+            try:
+                new = NewRequest.model_validate(new)
+            except ValidationError as exc:
+                raise InvalidRequest(validation_message(exc)) from None
+        existing = await self.store.find_duplicate(
+            session_id=new.session_id,
+            tool_call_id=new.tool_call_id,
+            requested_by=principal.name,
+            idempotency_key=new.idempotency_key,
+        )
+        if existing is not None:
+            return Submitted(existing, created=False)
+        now = self.clock()
+        verdict = None
+        if new.kind == "approval" and self.policy is not None:
+            assert new.tool_name is not None
+            verdict = self.policy.evaluate(new.tool_name, new.tool_args or {})
+        governance = verdict.governance if verdict is not None else None
+        preview = self._preview(new)
+        request = build_request(
+            new,
+            requested_by=principal.name,
+            now=now,
+            approvers=governance.approvers if governance else (),
+            quorum=governance.quorum if governance else 1,
+            allow_self_approval=governance.allow_self_approval if governance else False,
+            policy_note=verdict.explain() if verdict is not None else None,
+            preview=preview,
+        )
+        audit: list[AuditDraft] = [
+            AuditDraft(
+                action="submit",
+                actor=principal.name,
+                request_id=request.id,
+                to_status="pending",
+                details={"request": request.model_dump(mode="json")},
+            )
+        ]
+        decided = await self._decide_at_submit(request, verdict, now)
+        events = [EventDraft(type="created", request=decided[0])]
+        if decided[1] is not None:
+            audit.append(decided[1])
+            events.append(EventDraft(type="decided", request=decided[0]))
+        try:
+            await self._commit(
+                Write(at=now, insert=decided[0], audit=tuple(audit), events=tuple(events))
+            )
+        except DuplicateRequest as dup:
+            again = await self.store.get_request(dup.existing_id)
+            if again is None:  # pragma: no cover - a duplicate cannot vanish
+                raise
+            return Submitted(again, created=False)
+        return Submitted(decided[0], created=True)
+
+    def _preview(self, new: NewRequest) -> FilePreview | None:
+        if new.kind != "approval" or self._read_file is None or not new.tool_args:
+            return None
+        return file_edit_preview(new.tool_args, self._read_file)
+
+    async def _decide_at_submit(
+        self, request: Request, verdict: Any, now: datetime
+    ) -> tuple[Request, AuditDraft | None]:
+        if not isinstance(request, ApprovalRequest):
+            return request, None
+        if verdict is not None and verdict.verdict == "deny":
+            record = rejected_record(
+                f"denied by policy: {verdict.explain()}", by="policy", at=now, via="policy"
+            )
+            new: Request = request.model_copy(update={"status": "rejected", "decision": record})
+            return new, _auto_audit(new, "policy", {"policy": verdict.explain()})
+        if verdict is not None and verdict.verdict == "allow":
+            digest = args_digest(request.tool_name, request.tool_args)
+            record = DecisionRecord(
+                decision=Approve(), decided_by="policy", decided_at=now, via="policy"
+            )
+            new = request.model_copy(
+                update={
+                    "status": "approved",
+                    "decision": record,
+                    "approved_args": request.tool_args,
+                    "args_digest": digest,
+                }
+            )
+            return new, _auto_audit(new, "policy", {"policy": verdict.explain()})
+        for grant in await self.store.list_grants(
+            tool_name=request.tool_name, requested_by=request.requested_by
+        ):
+            if grant.covers(
+                tool_name=request.tool_name,
+                session_id=request.session_id,
+                requested_by=request.requested_by,
+                args=request.tool_args,
+                now=now,
+            ):
+                new = approved_by_grant(request, grant, now)
+                return new, _auto_audit(
+                    new, "grant", {"grant_id": grant.id, "grant_scope": grant.scope}
+                )
+        return request, None
+
+    async def _change(
+        self, request_id: str, make: Callable[[Request, datetime], Change]
+    ) -> Request:
+        """Apply ``make`` to the current version, retrying when someone wrote in between."""
+        for _ in range(_RETRIES):
+            request = await self._get(request_id)
+            now = self.clock()
+            if is_overdue(request, now):
+                await self._expire(request, now)
+                continue
+            change = make(request, now)
+            events = [
+                EventDraft(type="decided" if change.decided else _event_type(change), request=change.request)
+            ]
+            try:
+                await self._commit(
+                    Write(
+                        at=now,
+                        update=change.request,
+                        grants=(change.grant,) if change.grant else (),
+                        audit=(change.audit, *_grant_audit(change)),
+                        events=tuple(events),
+                    )
+                )
+            except VersionConflict:
+                continue
+            return change.request
+        raise InvalidTransition(f"request {request_id} keeps changing; try again")
+
+    async def _expire(self, request: Request, now: datetime) -> Request | None:
+        """Expire an overdue request; None when someone else changed it first."""
+        change = expire(request, now)
+        event = EventDraft(type="decided" if change.decided else "status", request=change.request)
+        try:
+            await self._commit(
+                Write(at=now, update=change.request, audit=(change.audit,), events=(event,))
+            )
+        except VersionConflict:
+            return None
+        return change.request
+
+    async def decide(
+        self, request_id: str, decision: Decision | Mapping[str, Any], principal: Principal
+    ) -> Request:
+        """Record a decision; of concurrent deciders exactly one wins, the rest get InvalidTransition."""
+        parsed = _parse_decision(decision)
+        return await self._change(
+            request_id, lambda r, now: apply_decision(r, parsed, principal, now)
+        )
+
+    async def decide_many(
+        self,
+        request_ids: Sequence[str],
+        decision: Decision | Mapping[str, Any],
+        principal: Principal,
+    ) -> list[BatchOutcome]:
+        """Decide several requests alike; each succeeds or fails on its own."""
+        parsed = _parse_decision(decision)
+
+        async def one(request_id: str) -> BatchOutcome:
+            try:
+                request = await self.decide(request_id, parsed, principal)
+            except SignoffError as exc:
+                return BatchOutcome(id=request_id, error=exc)
+            return BatchOutcome(id=request_id, status=request.status)
+
+        return list(await asyncio.gather(*(one(i) for i in dict.fromkeys(request_ids))))
+
+    async def claim(
+        self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
+    ) -> Request:
+        """Take an approved call for execution: once, and only with the approved args."""
+        return await self._change(
+            request_id, lambda r, now: claim(r, dict(args), principal, now)
+        )
+
+    async def complete(
+        self, request_id: str, principal: Principal, result: JsonValue = None
+    ) -> Request:
+        """Record that a claimed call ran and succeeded."""
+        return await self._change(
+            request_id,
+            lambda r, now: finish(r, ok=True, result=result, error=None, principal=principal, now=now),
+        )
+
+    async def fail(self, request_id: str, principal: Principal, error: str) -> Request:
+        """Record that a claimed call ran and failed."""
+        return await self._change(
+            request_id,
+            lambda r, now: finish(r, ok=False, result=None, error=error, principal=principal, now=now),
+        )
+
+    async def cancel(self, request_id: str, principal: Principal, reason: str = "") -> Request:
+        """Withdraw a pending request (its asker, or an admin)."""
+        return await self._change(request_id, lambda r, now: cancel(r, principal, now, reason))
+
+    async def expire_due(self, limit: int = 100) -> int:
+        """Expire every overdue pending request; how many this call expired."""
+        count = 0
+        while True:
+            now = self.clock()
+            due = await self.store.due_requests(now, limit)
+            if not due:
+                return count
+            for request in due:
+                if await self._expire(request, now) is not None:
+                    count += 1
+            if len(due) < limit:
+                return count
+
+    async def run_sweeper(self, interval: float = 1.0) -> None:
+        """Expire overdue requests every ``interval`` seconds, forever."""
+        while True:
+            await self.expire_due()
+            await asyncio.sleep(interval)
+
+    def start_sweeper(self, interval: float = 1.0) -> None:
+        """Run the expiry sweeper in the background until ``close``."""
+        if self._sweeper is None:
+            self._sweeper = asyncio.create_task(self.run_sweeper(interval), name="signoff-sweeper")
+
+    async def stop_sweeper(self) -> None:
+        """Stop the background sweeper, if running."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+
+    # -- grants and tokens ---------------------------------------------------------------
+
+    async def list_grants(self, *, live_only: bool = False) -> list[Grant]:
+        """Standing grants, newest first."""
+        grants = await self.store.list_grants()
+        if live_only:
+            now = self.clock()
+            grants = [g for g in grants if g.is_live(now)]
+        return grants
+
+    async def revoke_grant(self, grant_id: str, principal: Principal) -> Grant:
+        """Stop a standing grant approving anything more."""
+        if principal.role not in ("approver", "admin"):
+            raise NotAllowed(f"{principal.name} is an {principal.role} and may not revoke grants")
+        grant = await self.store.get_grant(grant_id)
+        if grant is None:
+            raise GrantNotFound(grant_id)
+        if grant.revoked_at is not None:
+            raise InvalidTransition(f"grant {grant_id} was already revoked")
+        now = self.clock()
+        revoked = grant.model_copy(update={"revoked_at": now, "revoked_by": principal.name})
+        audit = AuditDraft(
+            action="grant.revoke",
+            actor=principal.name,
+            request_id=grant.source_request_id,
+            details={"grant_id": grant.id, "tool_name": grant.tool_name},
+        )
+        await self._commit(Write(at=now, grants=(revoked,), audit=(audit,)))
+        return revoked
+
+    async def create_token(
+        self, name: str, role: Role, *, created_by: str = "local"
+    ) -> tuple[str, TokenRecord]:
+        """A new token for ``name``; the token is returned once and only its hash is stored."""
+        if not name.strip() or len(name) > 200:
+            raise InvalidRequest("a token name must be 1 to 200 characters")
+        token = new_token()
+        now = self.clock()
+        record = TokenRecord(
+            id="tok_" + hash_token(token)[:12],
+            name=name,
+            role=role,
+            token_hash=hash_token(token),
+            created_at=now,
+        )
+        audit = AuditDraft(
+            action="token.create",
+            actor=created_by,
+            details={"token_id": record.id, "name": name, "role": role},
+        )
+        await self._commit(Write(at=now, tokens=(record,), audit=(audit,)))
+        return token, record
+
+    async def authenticate(self, token: str) -> Principal:
+        """The principal a bearer token stands for."""
+        record = await self.store.find_token(hash_token(token))
+        if record is None or record.revoked_at is not None:
+            raise Unauthenticated("unknown or revoked token")
+        return record.principal
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def _get(self, request_id: str) -> Request:
+        request = await self.store.get_request(request_id)
+        if request is None:
+            raise RequestNotFound(request_id)
+        return request
+
+    async def get(self, request_id: str, principal: Principal | None = None) -> Request:
+        """The request; RequestNotFound when unknown or not visible to ``principal``."""
+        request = await self._get(request_id)
+        if principal is not None and not _visible(request, principal):
+            raise RequestNotFound(request_id)
+        return request
+
+    async def list(self, query: RequestQuery, principal: Principal | None = None) -> Page:
+        """Requests newest first; an agent sees only its own."""
+        if principal is not None and principal.role == "agent":
+            query = RequestQuery(**{**query.__dict__, "requested_by": principal.name})
+        return await self.store.list_requests(query)
+
+    async def wait(
+        self, request_id: str, timeout: float, principal: Principal | None = None
+    ) -> Request:
+        """The request once it is no longer pending, or as it is after ``timeout`` seconds.
+
+        Woken by events; an expiry that falls due while waiting is applied here.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        async with self.bus.subscribe(request_id=request_id) as subscription:
+            request = await self.get(request_id, principal)
+            while request.status == "pending":
+                now = self.clock()
+                if is_overdue(request, now):
+                    await self._expire(request, now)
+                    request = await self._get(request_id)
+                    continue
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                if request.expires_at is not None:
+                    remaining = min(remaining, (request.expires_at - now).total_seconds() + 0.001)
+                event = await subscription.get(timeout=remaining)
+                if event is not None and event.request.version > request.version:
+                    request = event.request
+                elif event is None:
+                    request = await self._get(request_id)
+            return request
+
+    async def audit(self, request_id: str | None = None) -> list[AuditEntry]:
+        """Audit entries in chain order, all or for one request."""
+        return await self.store.list_audit(request_id=request_id)
+
+    async def verify_audit(self) -> ChainReport:
+        """Check the whole audit chain for edits, deletions and reordering."""
+        return verify_chain(await self.store.list_audit(), head=await self.store.audit_head())
+
+
+def _visible(request: Request, principal: Principal) -> bool:
+    return principal.role != "agent" or request.requested_by == principal.name
+
+
+def _event_type(change: Change) -> EventType:
+    if change.request.status in ("completed", "failed"):
+        return "result"
+    return "status"
+
+
+def _grant_audit(change: Change) -> tuple[AuditDraft, ...]:
+    if change.grant is None:
+        return ()
+    grant = change.grant
+    return (
+        AuditDraft(
+            action="grant.create",
+            actor=grant.created_by,
+            request_id=grant.source_request_id,
+            details=grant.model_dump(mode="json"),
+        ),
+    )
+
+
+def _auto_audit(request: Request, actor: str, details: dict[str, JsonValue]) -> AuditDraft:
+    return AuditDraft(
+        action="decide",
+        actor=actor,
+        request_id=request.id,
+        from_status="pending",
+        to_status=request.status,
+        details=details,
+    )
+
+
+def _parse_decision(decision: Decision | Mapping[str, Any]) -> Decision:
+    if not isinstance(decision, Mapping):
+        return decision
+    try:
+        return DecisionAdapter.validate_python(dict(decision))
+    except ValidationError as exc:
+        raise InvalidDecision(validation_message(exc)) from None

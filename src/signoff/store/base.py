@@ -1,0 +1,192 @@
+"""The one store protocol every backend implements, and the write it applies atomically.
+
+The service never changes two things separately: every change is one :class:`Write`
+(a request inserted or conditionally updated, grants, tokens, audit entries, events) that
+the store applies all together or not at all. A backend numbers and chains the audit
+entries and numbers the events inside that same transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+from signoff.domain.audit import AuditDraft, AuditEntry
+from signoff.domain.events import Event, EventDraft
+from signoff.domain.grants import Grant
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import Request, RequestKind, Status
+from signoff.errors import InvalidRequest, SignoffError
+
+__all__ = [
+    "MAX_PAGE",
+    "Committed",
+    "DuplicateRequest",
+    "Page",
+    "RequestQuery",
+    "Store",
+    "VersionConflict",
+    "Write",
+    "decode_cursor",
+    "encode_cursor",
+    "from_micros",
+    "to_micros",
+]
+
+MAX_PAGE = 500
+"""The most requests one page returns."""
+
+
+class VersionConflict(SignoffError):
+    """The request changed since it was read; the write was not applied."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} changed concurrently")
+        self.request_id = request_id
+
+
+class DuplicateRequest(SignoffError):
+    """A request with the same session and tool_call_id, or idempotency key, exists."""
+
+    def __init__(self, existing_id: str) -> None:
+        super().__init__(f"request already submitted as {existing_id!r}")
+        self.existing_id = existing_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class Write:
+    """One atomic change: all of it is stored, or none of it."""
+
+    at: datetime
+    """When the change happens; stamps the audit entries and events."""
+    insert: Request | None = None
+    """A new request. Fails with DuplicateRequest on an idempotency clash."""
+    update: Request | None = None
+    """A request's next version: stored only if the stored version is ``update.version - 1``."""
+    grants: tuple[Grant, ...] = ()
+    """Grants to insert, or to replace by id."""
+    tokens: tuple[TokenRecord, ...] = ()
+    """Tokens to insert, or to replace by id."""
+    audit: tuple[AuditDraft, ...] = ()
+    """Entries to append to the audit chain, in order."""
+    events: tuple[EventDraft, ...] = ()
+    """Events to append to the event log, in order."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a write appended, numbered: the events to publish and the audit entries."""
+
+    events: tuple[Event, ...] = ()
+    audit: tuple[AuditEntry, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestQuery:
+    """A filter and a page position for listing requests, newest first."""
+
+    status: Status | None = None
+    session_id: str | None = None
+    kind: RequestKind | None = None
+    requested_by: str | None = None
+    limit: int = 50
+    cursor: str | None = None
+    """Opaque position from a previous page's ``next_cursor``."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of requests and where the next one starts (None: no more)."""
+
+    items: list[Request] = field(default_factory=list)
+    next_cursor: str | None = None
+
+
+def to_micros(at: datetime) -> int:
+    """Microseconds since the epoch, the sortable form stores keep timestamps in."""
+    return int((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
+
+
+def from_micros(us: int) -> datetime:
+    """The inverse of :func:`to_micros`."""
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def encode_cursor(created_us: int, request_id: str) -> str:
+    """An opaque keyset cursor after the row (created_us, request_id)."""
+    raw = f"{created_us}|{request_id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """Read a cursor made by :func:`encode_cursor`; anything else is InvalidRequest."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        us, request_id = raw.split("|", 1)
+        return int(us), request_id
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidRequest(f"invalid cursor {cursor!r}") from None
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where requests, grants, tokens, the audit chain and the event log live."""
+
+    async def open(self) -> None:
+        """Connect and migrate the schema to the current version."""
+
+    async def close(self) -> None:
+        """Release connections; pending writes finish first."""
+
+    async def commit(self, write: Write) -> Committed:
+        """Apply ``write`` atomically; raise VersionConflict or DuplicateRequest untouched."""
+
+    async def get_request(self, request_id: str) -> Request | None:
+        """The request with this id, or None."""
+
+    async def find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
+        """The request an idempotent resubmit of these keys should return, or None."""
+
+    async def list_requests(self, query: RequestQuery) -> Page:
+        """Requests matching ``query``, newest first by (created_at, id)."""
+
+    async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Pending requests whose expiry is at or before ``now``, oldest expiry first."""
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """The grant with this id, or None."""
+
+    async def list_grants(
+        self, *, tool_name: str | None = None, requested_by: str | None = None
+    ) -> list[Grant]:
+        """Grants, newest first, optionally for one tool and requester."""
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None:
+        """The token with this hash, or None."""
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+
+    async def list_audit(
+        self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries in chain order, optionally for one request."""
+
+    async def audit_head(self) -> tuple[int, str] | None:
+        """The (seq, hash) of the last entry, kept beside the log; None when empty."""
+
+    async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Events after ``after_seq``, in order."""
+
+    async def last_event_seq(self) -> int:
+        """The seq of the newest event (0 when none)."""

@@ -1,0 +1,220 @@
+"""The in-memory store: the reference backend, for tests and throwaway runs."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, entry_hash
+from signoff.domain.events import Event
+from signoff.domain.grants import Grant
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.store.base import (
+    MAX_PAGE,
+    Committed,
+    DuplicateRequest,
+    Page,
+    RequestQuery,
+    VersionConflict,
+    Write,
+    decode_cursor,
+    encode_cursor,
+    to_micros,
+)
+
+__all__ = ["MemoryStore"]
+
+
+def _sort_key(request: Request) -> tuple[int, str]:
+    return to_micros(request.created_at), request.id
+
+
+class MemoryStore:
+    """Keeps everything in dicts and lists; same semantics as the SQL backends."""
+
+    def __init__(self) -> None:
+        self._requests: dict[str, Request] = {}
+        self._grants: dict[str, Grant] = {}
+        self._tokens: dict[str, TokenRecord] = {}
+        self._audit: list[AuditEntry] = []
+        self._events: list[Event] = []
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        """Nothing to connect to."""
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    async def commit(self, write: Write) -> Committed:
+        """Check every precondition first, then apply everything."""
+        async with self._lock:
+            if write.insert is not None:
+                existing = self._duplicate_of(write.insert)
+                if existing is not None:
+                    raise DuplicateRequest(existing.id)
+                if write.insert.id in self._requests:
+                    raise DuplicateRequest(write.insert.id)
+            if write.update is not None:
+                stored = self._requests.get(write.update.id)
+                if stored is None or stored.version != write.update.version - 1:
+                    raise VersionConflict(write.update.id)
+            for new in (write.insert, write.update):
+                if new is not None:
+                    self._requests[new.id] = new
+            for grant in write.grants:
+                self._grants[grant.id] = grant
+            for token in write.tokens:
+                self._tokens[token.id] = token
+            audit: list[AuditEntry] = []
+            for draft in write.audit:
+                prev = self._audit[-1].hash if self._audit else GENESIS_HASH
+                seq = len(self._audit) + 1
+                entry = AuditEntry(
+                    **draft.model_dump(),
+                    seq=seq,
+                    at=write.at,
+                    prev_hash=prev,
+                    hash=entry_hash(prev_hash=prev, seq=seq, at=write.at, draft=draft),
+                )
+                self._audit.append(entry)
+                audit.append(entry)
+            events: list[Event] = []
+            for event_draft in write.events:
+                event = Event(
+                    seq=len(self._events) + 1,
+                    type=event_draft.type,
+                    at=write.at,
+                    request=event_draft.request,
+                )
+                self._events.append(event)
+                events.append(event)
+            return Committed(events=tuple(events), audit=tuple(audit))
+
+    def _duplicate_of(self, new: Request) -> Request | None:
+        tool_call_id = new.tool_call_id if isinstance(new, ApprovalRequest) else None
+        for existing in self._requests.values():
+            if (
+                tool_call_id is not None
+                and isinstance(existing, ApprovalRequest)
+                and existing.session_id == new.session_id
+                and existing.tool_call_id == tool_call_id
+            ):
+                return existing
+            if (
+                new.idempotency_key is not None
+                and existing.requested_by == new.requested_by
+                and existing.idempotency_key == new.idempotency_key
+            ):
+                return existing
+        return None
+
+    async def get_request(self, request_id: str) -> Request | None:
+        """The request, or None."""
+        return self._requests.get(request_id)
+
+    async def find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
+        """Linear scan; fine for a store that lives in a test."""
+        for existing in self._requests.values():
+            if (
+                tool_call_id is not None
+                and isinstance(existing, ApprovalRequest)
+                and existing.session_id == session_id
+                and existing.tool_call_id == tool_call_id
+            ):
+                return existing
+            if (
+                idempotency_key is not None
+                and existing.requested_by == requested_by
+                and existing.idempotency_key == idempotency_key
+            ):
+                return existing
+        return None
+
+    async def list_requests(self, query: RequestQuery) -> Page:
+        """Filter, sort newest first, cut after the cursor."""
+        limit = max(1, min(query.limit, MAX_PAGE))
+        after = decode_cursor(query.cursor) if query.cursor else None
+        rows = sorted(
+            (
+                r
+                for r in self._requests.values()
+                if (query.status is None or r.status == query.status)
+                and (query.session_id is None or r.session_id == query.session_id)
+                and (query.kind is None or r.kind == query.kind)
+                and (query.requested_by is None or r.requested_by == query.requested_by)
+                and (after is None or _sort_key(r) < after)
+            ),
+            key=_sort_key,
+            reverse=True,
+        )
+        items = rows[:limit]
+        more = len(rows) > limit
+        cursor = encode_cursor(*_sort_key(items[-1])) if more and items else None
+        return Page(items=items, next_cursor=cursor)
+
+    async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Pending requests past their expiry."""
+        due = [
+            r
+            for r in self._requests.values()
+            if r.status == "pending" and r.expires_at is not None and r.expires_at <= now
+        ]
+        due.sort(key=lambda r: (r.expires_at, r.id))
+        return due[:limit]
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """The grant, or None."""
+        return self._grants.get(grant_id)
+
+    async def list_grants(
+        self, *, tool_name: str | None = None, requested_by: str | None = None
+    ) -> list[Grant]:
+        """Grants, newest first."""
+        grants = [
+            g
+            for g in self._grants.values()
+            if (tool_name is None or g.tool_name == tool_name)
+            and (requested_by is None or g.requested_by == requested_by)
+        ]
+        grants.sort(key=lambda g: (g.created_at, g.id), reverse=True)
+        return grants
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None:
+        """The token with this hash, or None."""
+        return next((t for t in self._tokens.values() if t.token_hash == token_hash), None)
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+        return sorted(self._tokens.values(), key=lambda t: (t.created_at, t.id))
+
+    async def list_audit(
+        self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Entries in chain order."""
+        entries = [
+            e
+            for e in self._audit
+            if e.seq > after_seq and (request_id is None or e.request_id == request_id)
+        ]
+        return entries if limit is None else entries[:limit]
+
+    async def audit_head(self) -> tuple[int, str] | None:
+        """The last entry's seq and hash."""
+        return (self._audit[-1].seq, self._audit[-1].hash) if self._audit else None
+
+    async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Events after ``after_seq``."""
+        return self._events[after_seq : after_seq + limit]
+
+    async def last_event_seq(self) -> int:
+        """The newest event's seq."""
+        return len(self._events)
