@@ -143,9 +143,7 @@ class Service:
         committed = await self.store.commit(write)
         await self.bus.publish(committed.events)
 
-    async def submit(
-        self, new: NewRequest | Mapping[str, Any], principal: Principal
-    ) -> Submitted:
+    async def submit(self, new: NewRequest | Mapping[str, Any], principal: Principal) -> Submitted:
         """Open a request; the same session + tool_call_id (or idempotency key) returns it again.
 
         Policy may decide at once (``allow`` approves, ``deny`` rejects), and a live standing
@@ -266,7 +264,10 @@ class Service:
                 continue
             change = make(request, now)
             events = [
-                EventDraft(type="decided" if change.decided else _event_type(change), request=change.request)
+                EventDraft(
+                    type="decided" if change.decided else _event_type(change),
+                    request=change.request,
+                )
             ]
             try:
                 await self._commit(
@@ -298,7 +299,7 @@ class Service:
     async def decide(
         self, request_id: str, decision: Decision | Mapping[str, Any], principal: Principal
     ) -> Request:
-        """Record a decision; of concurrent deciders exactly one wins, the rest get InvalidTransition."""
+        """Record a decision: of concurrent deciders one wins, the rest get InvalidTransition."""
         parsed = _parse_decision(decision)
         return await self._change(
             request_id, lambda r, now: apply_decision(r, parsed, principal, now)
@@ -326,9 +327,7 @@ class Service:
         self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
     ) -> Request:
         """Take an approved call for execution: once, and only with the approved args."""
-        return await self._change(
-            request_id, lambda r, now: claim(r, dict(args), principal, now)
-        )
+        return await self._change(request_id, lambda r, now: claim(r, dict(args), principal, now))
 
     async def complete(
         self, request_id: str, principal: Principal, result: JsonValue = None
@@ -336,14 +335,18 @@ class Service:
         """Record that a claimed call ran and succeeded."""
         return await self._change(
             request_id,
-            lambda r, now: finish(r, ok=True, result=result, error=None, principal=principal, now=now),
+            lambda r, now: finish(
+                r, ok=True, result=result, error=None, principal=principal, now=now
+            ),
         )
 
     async def fail(self, request_id: str, principal: Principal, error: str) -> Request:
         """Record that a claimed call ran and failed."""
         return await self._change(
             request_id,
-            lambda r, now: finish(r, ok=False, result=None, error=error, principal=principal, now=now),
+            lambda r, now: finish(
+                r, ok=False, result=None, error=error, principal=principal, now=now
+            ),
         )
 
     async def cancel(self, request_id: str, principal: Principal, reason: str = "") -> Request:
@@ -458,7 +461,7 @@ class Service:
             raise RequestNotFound(request_id)
         return request
 
-    async def list(self, query: RequestQuery, principal: Principal | None = None) -> Page:
+    async def list_requests(self, query: RequestQuery, principal: Principal | None = None) -> Page:
         """Requests newest first; an agent sees only its own."""
         if principal is not None and principal.role == "agent":
             query = RequestQuery(**{**query.__dict__, "requested_by": principal.name})

@@ -26,9 +26,9 @@ class EventLogFollower:
         self._cursor = 0
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Start from the current end of the log, then follow it."""
-        self._cursor = await self._store.last_event_seq()
+    async def start(self, after_seq: int | None = None) -> None:
+        """Publish events after ``after_seq`` (default: the current end of the log), then follow."""
+        self._cursor = await self._store.last_event_seq() if after_seq is None else after_seq
         self._task = asyncio.create_task(self._run(), name="signoff-event-follower")
 
     async def stop(self) -> None:

@@ -54,9 +54,7 @@ class AuditEntry(AuditDraft):
     """sha256 of ``prev_hash`` and this entry's fields."""
 
 
-def entry_hash(
-    *, prev_hash: str, seq: int, at: datetime, draft: AuditDraft
-) -> str:
+def entry_hash(*, prev_hash: str, seq: int, at: datetime, draft: AuditDraft) -> str:
     """The hash an entry with these fields must carry."""
     body = {
         "seq": seq,

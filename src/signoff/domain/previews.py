@@ -82,4 +82,6 @@ def file_edit_preview(
             lineterm="",
         )
     )
-    return FilePreview(path=path, old=old, new=new, diff=diff, exists=current is not None, note=note)
+    return FilePreview(
+        path=path, old=old, new=new, diff=diff, exists=current is not None, note=note
+    )

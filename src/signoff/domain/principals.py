@@ -23,7 +23,7 @@ Role: TypeAlias = Literal["agent", "approver", "admin"]
 DECIDER_ROLES: frozenset[Role] = frozenset({"approver", "admin"})
 """Roles that may decide requests."""
 
-TOKEN_PREFIX = "so_"
+TOKEN_PREFIX = "so_"  # noqa: S105 - a prefix, not a secret
 
 
 class Principal(BaseModel):

@@ -60,8 +60,8 @@ class NewRequest(BaseModel):
     """approval: the model's call id; same session and id again returns the same request."""
     prompt: Text | None = None
     """choice (required) and questions: what the person is asked."""
-    options: list[Annotated[str, StringConstraints(min_length=1, max_length=2_000)]] | None = (
-        Field(default=None, max_length=100)
+    options: list[Annotated[str, StringConstraints(min_length=1, max_length=2_000)]] | None = Field(
+        default=None, max_length=100
     )
     """choice: the options, in order."""
     multi_select: bool = False

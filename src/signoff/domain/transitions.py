@@ -116,9 +116,7 @@ def _check_decider(request: Request, decision: Decision, principal: Principal) -
     if principal.role not in DECIDER_ROLES:
         raise NotAllowed(f"{principal.name} is an {principal.role} and may not decide requests")
     if request.approvers and principal.name not in request.approvers:
-        raise NotAllowed(
-            f"{principal.name} is not a designated approver of request {request.id}"
-        )
+        raise NotAllowed(f"{principal.name} is not a designated approver of request {request.id}")
     approving = not isinstance(decision, Reject | Respond)
     if approving and principal.name == request.requested_by and not request.allow_self_approval:
         raise NotAllowed(f"{principal.name} may not approve their own request")
@@ -300,9 +298,12 @@ def expire(request: Request, now: datetime) -> Change:
         if request.default_choice:
             decision = Choose(choices=request.default_choice)
             extra = {"choices": list(request.default_choice)}
-    elif request.on_expire == "default" and isinstance(request, QuestionsRequest):
-        if request.default_answers is not None:
-            decision = Answer(answers=request.default_answers)
+    elif (
+        request.on_expire == "default"
+        and isinstance(request, QuestionsRequest)
+        and request.default_answers is not None
+    ):
+        decision = Answer(answers=request.default_answers)
     if decision is None:
         record = DecisionRecord(
             decision=Reject(reason="expired without a decision"),

@@ -1,0 +1,35 @@
+# Every target sets up .venv on first use, so a fresh clone needs nothing but Python 3.11+.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test lint check watch bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
+	touch $(STAMP)
+
+## lint and type-check, then run the whole test suite
+test: lint
+	$(BIN)/python -m pytest
+
+## ruff and mypy --strict over src, tests and bench
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+## live view of requests on the default database (Ctrl+C stops)
+watch: $(STAMP)
+	$(BIN)/signoff watch
+
+## the benchmarks
+bench: $(STAMP)
+	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/pending_scale.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,170 @@
+"""Commands for the audit chain, API tokens and standing grants."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from signoff.cli.context import (
+    EXIT_CALLER,
+    DbOption,
+    console,
+    err_console,
+    local_principal,
+    open_service,
+    run,
+)
+from signoff.cli.render import audit_table
+from signoff.domain.principals import Role
+
+__all__ = ["register"]
+
+audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)
+token_app = typer.Typer(help="Create and list API tokens.", no_args_is_help=True)
+grants_app = typer.Typer(help="List and revoke standing grants.", no_args_is_help=True)
+
+
+@audit_app.command("verify")
+def audit_verify(db: DbOption = None) -> None:
+    """Check the audit chain; exit non-zero and name the first bad entry if tampered with."""
+
+    async def go() -> int:
+        async with open_service(db) as service:
+            report = await service.verify_audit()
+        if report.ok:
+            console.print(f"audit chain ok: {report.entries} entries")
+            return 0
+        err_console.print(
+            f"error: audit chain broken at entry {report.first_bad_seq}: {report.problem}",
+            markup=False,
+        )
+        return EXIT_CALLER
+
+    run(go)
+
+
+@audit_app.command("log")
+def audit_log(
+    request_id: Annotated[str | None, typer.Option("--request", help="Only this request.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Print audit entries in chain order."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            entries = await service.audit(request_id)
+        console.print(audit_table(entries) if entries else "no audit entries")
+
+    run(go)
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Argument(help="The principal the token authenticates as.")],
+    role: Annotated[
+        Role, typer.Option(help="agent submits and runs; approver decides; admin both.")
+    ],
+    db: DbOption = None,
+) -> None:
+    """Create a token and print it once; only its hash is stored."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            token, record = await service.create_token(
+                name, role, created_by=local_principal().name
+            )
+        err_console.print(
+            f"token {record.id} for {record.name} ({record.role}); it is shown only once:",
+            markup=False,
+        )
+        console.print(token, markup=False)
+
+    run(go)
+
+
+@token_app.command("list")
+def token_list(db: DbOption = None) -> None:
+    """List tokens (ids, names and roles; never the tokens)."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            tokens = await service.store.list_tokens()
+        table = Table(box=None, pad_edge=False)
+        for column in ("id", "name", "role", "created", "revoked"):
+            table.add_column(column)
+        for t in tokens:
+            table.add_row(
+                t.id,
+                Text(t.name),
+                t.role,
+                f"{t.created_at:%Y-%m-%d %H:%M}",
+                f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "",
+            )
+        console.print(table if tokens else "no tokens")
+
+    run(go)
+
+
+@grants_app.command("list")
+def grants_list(
+    all_grants: Annotated[bool, typer.Option("--all", help="Include expired and revoked.")] = False,
+    db: DbOption = None,
+) -> None:
+    """List standing grants."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            grants = await service.list_grants(live_only=not all_grants)
+        table = Table(box=None, pad_edge=False)
+        for column in (
+            "id",
+            "scope",
+            "tool",
+            "requester",
+            "session",
+            "args",
+            "by",
+            "expires",
+            "revoked",
+        ):
+            table.add_column(column)
+        for g in grants:
+            table.add_row(
+                g.id,
+                g.scope,
+                Text(g.tool_name),
+                Text(g.requested_by),
+                Text(g.session_id or ""),
+                Text(str(g.args_pattern or "any")),
+                Text(g.created_by),
+                f"{g.expires_at:%Y-%m-%d %H:%M}",
+                f"{g.revoked_at:%Y-%m-%d %H:%M}" if g.revoked_at else "",
+            )
+        console.print(table if grants else "no standing grants")
+
+    run(go)
+
+
+@grants_app.command("revoke")
+def grants_revoke(
+    grant_id: Annotated[str, typer.Argument(help="The grant id.")],
+    db: DbOption = None,
+) -> None:
+    """Revoke a standing grant: it approves nothing more."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            grant = await service.revoke_grant(grant_id, local_principal())
+        console.print(f"{grant.id}: revoked")
+
+    run(go)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the audit, token and grants command groups to ``app``."""
+    app.add_typer(audit_app, name="audit")
+    app.add_typer(token_app, name="token")
+    app.add_typer(grants_app, name="grants")

@@ -1,0 +1,21 @@
+"""The ``signoff`` command: one Typer app, a module per group of commands."""
+
+from __future__ import annotations
+
+import typer
+
+from signoff.cli import admin, policy, requests
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="signoff",
+    help="Human sign-off for what AI agents do.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+requests.register(app)
+admin.register(app)
+policy.register(app)

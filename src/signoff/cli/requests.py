@@ -1,0 +1,280 @@
+"""Commands on requests: list, show, decide, submit, cancel and watch."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from signoff.bus.follower import EventLogFollower
+from signoff.cli.context import (
+    DbOption,
+    console,
+    fail,
+    local_principal,
+    open_service,
+    parse_json_object,
+    run,
+)
+from signoff.cli.render import decision_json, event_line, request_panel, requests_table
+from signoff.domain.decisions import Scope
+from signoff.domain.principals import Principal
+from signoff.domain.requests import RequestAdapter, RequestKind, Status
+from signoff.store.base import RequestQuery
+
+__all__ = ["register"]
+
+EXIT_REJECTED = 1
+EXIT_EXPIRED = 2
+
+_OUTCOME_CODES: dict[str, int] = {
+    "approved": 0,
+    "executing": 0,
+    "completed": 0,
+    "failed": 0,
+    "rejected": EXIT_REJECTED,
+    "canceled": EXIT_REJECTED,
+    "expired": EXIT_EXPIRED,
+    "pending": EXIT_EXPIRED,
+}
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def pending(
+    db: DbOption = None,
+    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+    kind: Annotated[RequestKind | None, typer.Option(help="Only this kind.")] = None,
+    status: Annotated[Status, typer.Option(help="List this status instead.")] = "pending",
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List requests awaiting a decision, newest first."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            query = RequestQuery(status=status, session_id=session, kind=kind, limit=limit)
+            page = await service.list_requests(query)
+        if as_json:
+            console.print_json(
+                json.dumps([RequestAdapter.dump_python(r, mode="json") for r in page.items])
+            )
+        elif not page.items:
+            console.print(f"no {status} requests")
+        else:
+            console.print(requests_table(page.items))
+
+    run(go)
+
+
+def show(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    db: DbOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one request: the call with its args, the diff, grant, votes and audit trail."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            request = await service.get(request_id)
+            audit = await service.audit(request_id)
+        if as_json:
+            console.print_json(RequestAdapter.dump_json(request).decode())
+        else:
+            console.print(request_panel(request, audit))
+
+    run(go)
+
+
+def _decide(db: str | None, request_id: str, decision: dict[str, Any]) -> None:
+    async def go() -> None:
+        async with open_service(db) as service:
+            request = await service.decide(request_id, decision, local_principal())
+        if request.status == "pending":
+            console.print(
+                f"{request.id}: approval recorded, {len(request.votes)} of {request.quorum}"
+            )
+        else:
+            console.print(f"{request.id}: {request.status}")
+
+    run(go)
+
+
+def approve(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    args: Annotated[
+        str | None, typer.Option("--args", help="Run these edited args (a JSON object).")
+    ] = None,
+    scope: Annotated[
+        Scope, typer.Option(help="once; session or always also approve later matching calls.")
+    ] = "once",
+    pattern: Annotated[
+        str | None,
+        typer.Option(
+            help='For a standing grant: arg globs later calls must match, e.g. {"path": "src/*"}.'
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Approve a request (optionally with edited args, or as a standing grant)."""
+    decision: dict[str, Any] = {"type": "approve", "scope": scope}
+    if args is not None:
+        decision["args"] = parse_json_object(args)
+    if pattern is not None:
+        decision["args_pattern"] = parse_json_object(pattern, "--pattern")
+    _decide(db, request_id, decision)
+
+
+def reject(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    reason: Annotated[str, typer.Option(help="Why; the agent is told.")],
+    db: DbOption = None,
+) -> None:
+    """Reject a request; the reason goes back to the agent."""
+    _decide(db, request_id, {"type": "reject", "reason": reason})
+
+
+def respond(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    feedback: Annotated[str, typer.Option(help="What the model is told instead.")],
+    db: DbOption = None,
+) -> None:
+    """Do not run the call; give the model this text instead."""
+    _decide(db, request_id, {"type": "respond", "feedback": feedback})
+
+
+def choose(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    options: Annotated[list[str], typer.Argument(help="The option(s) chosen, or free text.")],
+    db: DbOption = None,
+) -> None:
+    """Answer a choice request with one option (several for multi-select)."""
+    decision: dict[str, Any] = {"type": "choose"}
+    if len(options) == 1:
+        decision["choice"] = options[0]
+    else:
+        decision["choices"] = options
+    _decide(db, request_id, decision)
+
+
+def answer(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    answers: Annotated[
+        list[str] | None, typer.Option("--answer", "-a", help="QUESTION_ID=TEXT, repeatable.")
+    ] = None,
+    feedback: Annotated[str | None, typer.Option(help="Overall feedback.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Answer a questions request."""
+    parsed: dict[str, str] = {}
+    for item in answers or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            fail(f"--answer takes QUESTION_ID=TEXT, not {item!r}")
+        parsed[key] = text
+    _decide(db, request_id, {"type": "answer", "answers": parsed, "feedback": feedback})
+
+
+def cancel(
+    request_id: Annotated[str, typer.Argument(help="The request id.")],
+    reason: Annotated[str, typer.Option(help="Why it is withdrawn.")] = "",
+    db: DbOption = None,
+) -> None:
+    """Withdraw a pending request."""
+
+    async def go() -> None:
+        async with open_service(db) as service:
+            request = await service.cancel(request_id, local_principal(), reason)
+        console.print(f"{request.id}: {request.status}")
+
+    run(go)
+
+
+def submit(
+    tool: Annotated[str, typer.Option(help="The tool the agent wants to call.")],
+    args: Annotated[str, typer.Option("--args", help="Its arguments, a JSON object.")] = "{}",
+    session: Annotated[str, typer.Option(help="The agent session asking.")] = "cli",
+    tool_call_id: Annotated[
+        str | None,
+        typer.Option(help="The call's id; submitting it again returns the same request."),
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the decision.")] = False,
+    timeout: Annotated[
+        float, typer.Option(min=0, help="With --wait: give up after this many seconds.")
+    ] = 300.0,
+    expires_in: Annotated[
+        float | None, typer.Option(min=1, help="Expire (and reject) after this many seconds.")
+    ] = None,
+    requester: Annotated[
+        str, typer.Option(envvar="SIGNOFF_AGENT", help="The agent name the request is made as.")
+    ] = "cli-agent",
+    db: DbOption = None,
+) -> None:
+    """Ask for approval of a tool call and print the decision as JSON.
+
+    With --wait the exit code tells a shell hook what to do: 0 approved, 1 rejected,
+    2 expired or timed out.
+    """
+    tool_args = parse_json_object(args)
+
+    async def go() -> int:
+        principal = Principal(name=requester, role="agent")
+        async with open_service(db, follow=wait) as service:
+            body: dict[str, Any] = {
+                "session_id": session,
+                "kind": "approval",
+                "tool_name": tool,
+                "tool_args": tool_args,
+                "tool_call_id": tool_call_id,
+                "expires_in": expires_in,
+            }
+            request = (await service.submit(body, principal)).request
+            if wait and request.status == "pending":
+                request = await service.wait(request.id, timeout)
+        console.print(decision_json(request), markup=False, soft_wrap=True)
+        return _OUTCOME_CODES[request.status] if wait else 0
+
+    run(go)
+
+
+def watch(
+    db: DbOption = None,
+    session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
+    count: Annotated[int | None, typer.Option(min=1, help="Stop after this many events.")] = None,
+    since: Annotated[
+        int | None, typer.Option(min=0, help="First replay the events after this seq (0: all).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Print requests' events as they happen, including those from other processes."""
+
+    async def go() -> None:
+        seen = 0
+        async with open_service(db) as service:
+            follower = EventLogFollower(service.store, service.bus)
+            subscription = service.bus.subscribe(session_id=session)
+            await follower.start(since)
+            try:
+                async for event in subscription:
+                    if as_json:
+                        console.print(event.model_dump_json(), markup=False, soft_wrap=True)
+                    else:
+                        console.print(event_line(event))
+                    seen += 1
+                    if count is not None and seen >= count:
+                        return
+            finally:
+                subscription.close()
+                await follower.stop()
+
+    try:
+        run(go)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add the request commands to ``app``."""
+    for command in (pending, show, approve, reject, respond, choose, answer, cancel, submit, watch):
+        app.command()(command)

@@ -1,0 +1,288 @@
+"""The ``signoff`` command, run as a real subprocess on a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """An environment with its own database, no global policy and a known user."""
+    config = tmp_path / "config"
+    config.mkdir()
+    return {
+        **os.environ,
+        "SIGNOFF_DB": f"sqlite:///{tmp_path / 'signoff.db'}",
+        "XDG_CONFIG_HOME": str(config),
+        "SIGNOFF_USER": "alice",
+        "COLUMNS": "200",
+    }
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A working directory with no tools.toml of its own."""
+    directory = tmp_path / "project"
+    directory.mkdir()
+    return directory
+
+
+@pytest.fixture
+def cli(env: dict[str, str], project: Path) -> Run:
+    """Run ``signoff ARGS`` and return the finished process."""
+
+    def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "signoff", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=project,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
+
+
+def submit(cli: Run, *extra: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Submit a shell call without waiting and return the printed JSON."""
+    done = cli("submit", "--tool", "shell", "--args", json.dumps(args or {"command": "ls"}), *extra)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_submit_then_pending_show_and_approve(cli: Run) -> None:
+    """A submitted call is listed, shown with its args, approved, and shows as approved."""
+    request = submit(cli, args={"command": "make deploy"})
+    assert request["status"] == "pending"
+    listed = cli("pending", "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)] == [request["id"]]
+    shown = cli("show", request["id"])
+    assert "make deploy" in shown.stdout and "shell" in shown.stdout
+    assert cli("approve", request["id"]).returncode == 0
+    after = json.loads(cli("show", request["id"], "--json").stdout)
+    assert after["status"] == "approved"
+    assert after["decision"]["decided_by"] == "alice"
+
+
+def test_wait_returns_when_another_process_approves(
+    cli: Run, env: dict[str, str], project: Path
+) -> None:
+    """submit --wait blocks until a second process approves, then exits 0 with the JSON."""
+    waiter = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "submit",
+            "--tool",
+            "shell",
+            "--args",
+            '{"command": "ls"}',
+            "--tool-call-id",
+            "call-1",
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    try:
+        request_id = None
+        for _ in range(100):
+            pending = json.loads(cli("pending", "--json").stdout)
+            if pending:
+                request_id = pending[0]["id"]
+                break
+            time.sleep(0.1)
+        assert request_id is not None
+        assert cli("approve", request_id, "--args", '{"command": "ls -la"}').returncode == 0
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0, err
+    decision = json.loads(out)
+    assert decision["status"] == "approved"
+    assert decision["args"] == {"command": "ls -la"}
+
+
+def test_wait_exit_codes_for_reject_expiry_and_timeout(cli: Run) -> None:
+    """--wait exits 1 when rejected, 2 when the request expires, 2 when the wait times out."""
+    request = submit(cli, "--tool-call-id", "c-rej")
+    assert cli("reject", request["id"], "--reason", "not today").returncode == 0
+    again = cli(
+        "submit",
+        "--tool",
+        "shell",
+        "--args",
+        '{"command": "ls"}',
+        "--tool-call-id",
+        "c-rej",
+        "--wait",
+    )
+    assert again.returncode == 1
+    assert json.loads(again.stdout)["decision"]["decision"]["reason"] == "not today"
+    expired = cli("submit", "--tool", "shell", "--expires-in", "1", "--wait", "--timeout", "30")
+    assert expired.returncode == 2
+    assert json.loads(expired.stdout)["status"] == "expired"
+    timed_out = cli("submit", "--tool", "shell", "--wait", "--timeout", "0.3")
+    assert timed_out.returncode == 2
+    assert json.loads(timed_out.stdout)["status"] == "pending"
+
+
+def test_bad_input_is_one_line_and_a_specific_exit_code(cli: Run) -> None:
+    """Bad JSON, unknown ids, finished requests and unknown options fail cleanly."""
+    bad_json = cli("submit", "--tool", "shell", "--args", "{nope")
+    assert bad_json.returncode == 3
+    assert bad_json.stderr.startswith("error: --args is not valid JSON")
+    assert len(bad_json.stderr.strip().splitlines()) == 1
+    not_object = cli("submit", "--tool", "shell", "--args", "[1]")
+    assert not_object.returncode == 3 and "JSON object" in not_object.stderr
+    unknown = cli("approve", "req_nope")
+    assert unknown.returncode == 3
+    assert unknown.stderr.strip() == "error: no request with id 'req_nope'"
+    request = submit(cli)
+    assert cli("reject", request["id"], "--reason", "no").returncode == 0
+    twice = cli("approve", request["id"])
+    assert twice.returncode == 3 and "rejected, not pending" in twice.stderr
+    choose = cli("choose", request["id"], "a")
+    assert choose.returncode == 3
+    usage = cli("approve", request["id"], "--bogus")
+    assert usage.returncode == 64
+    for done in (bad_json, unknown, twice, choose, usage):
+        assert "Traceback" not in done.stderr
+    assert json.loads(cli("show", request["id"], "--json").stdout)["version"] == 2
+
+
+def test_policy_deny_and_allow_decide_at_submit(cli: Run, project: Path) -> None:
+    """A project tools.toml denies one call and allows another at once, naming the rule."""
+    (project / ".signoff").mkdir()
+    (project / ".signoff" / "tools.toml").write_text(
+        '[tools]\nneed_approval = ["shell"]\n\n'
+        '[[rules]]\ntool = "shell"\nargs = { command = "rm *" }\naction = "deny"\nname = "no-rm"\n'
+    )
+    denied = cli("submit", "--tool", "shell", "--args", '{"command": "rm -rf /"}', "--wait")
+    assert denied.returncode == 1
+    assert "no-rm" in json.loads(denied.stdout)["decision"]["decision"]["reason"]
+    allowed = cli("submit", "--tool", "read_file", "--args", '{"path": "x"}', "--wait")
+    assert allowed.returncode == 0
+    check = cli("policy", "check", "shell", "--args", '{"command": "ls"}')
+    assert check.returncode == 0 and "ask" in check.stdout
+
+
+def test_session_grant_approves_later_calls_until_revoked(cli: Run) -> None:
+    """approve --scope session approves later calls of that tool at submit; revoke stops it."""
+    first = submit(cli, "--session", "s1")
+    assert cli("approve", first["id"], "--scope", "session").returncode == 0
+    second = submit(cli, "--session", "s1", args={"command": "pwd"})
+    assert second["status"] == "approved"
+    other_session = submit(cli, "--session", "s2")
+    assert other_session["status"] == "pending"
+    grants = cli("grants", "list")
+    grant_id = next(w for w in grants.stdout.split() if w.startswith("grt_"))
+    assert cli("grants", "revoke", grant_id).returncode == 0
+    assert submit(cli, "--session", "s1")["status"] == "pending"
+    audit = cli("audit", "log", "--request", second["id"])
+    assert "grant" in audit.stdout
+
+
+def test_audit_verify_detects_an_edited_entry(cli: Run, tmp_path: Path) -> None:
+    """audit verify passes on an honest log and fails, naming the entry, after an edit."""
+    request = submit(cli)
+    cli("approve", request["id"])
+    ok = cli("audit", "verify")
+    assert ok.returncode == 0 and "ok" in ok.stdout
+    with sqlite3.connect(tmp_path / "signoff.db") as db:
+        db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2")
+    db.close()
+    broken = cli("audit", "verify")
+    assert broken.returncode != 0
+    assert "entry 2" in broken.stderr
+
+
+def test_token_create_prints_once_and_stores_only_a_hash(cli: Run, tmp_path: Path) -> None:
+    """The token is printed, its hash stored, and the token itself appears nowhere in the file."""
+    done = cli("token", "create", "ci-bot", "--role", "agent")
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert token.startswith("so_") and len(token) > 40
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("signoff.db*"))
+    assert token.encode() not in raw
+    listed = cli("token", "list")
+    assert "ci-bot" in listed.stdout and token not in listed.stdout
+    assert cli("token", "create", "x", "--role", "wizard").returncode == 64
+
+
+def test_choice_and_questions_from_the_command_line(cli: Run, tmp_path: Path) -> None:
+    """choose validates against the options; answer records per-question answers."""
+    import asyncio
+
+    from signoff.store.sqlite import SQLiteStore
+
+    from signoff.domain.principals import Principal
+    from signoff.service import Service
+
+    agent = Principal(name="bot", role="agent")
+
+    async def make() -> tuple[str, str]:
+        async with Service(SQLiteStore(tmp_path / "signoff.db"), read_file=None) as service:
+            choice = await service.submit(
+                {"session_id": "s", "kind": "choice", "prompt": "Which?", "options": ["a", "b"]},
+                agent,
+            )
+            questions = await service.submit(
+                {"session_id": "s", "kind": "questions", "questions": ["Why?"]}, agent
+            )
+            return choice.request.id, questions.request.id
+
+    choice_id, questions_id = asyncio.run(make())
+    outside = cli("choose", choice_id, "c")
+    assert outside.returncode == 3 and "not one of the options" in outside.stderr
+    assert cli("choose", choice_id, "b").returncode == 0
+    assert cli("answer", questions_id, "--answer", "q1=because").returncode == 0
+    answered = json.loads(cli("show", questions_id, "--json").stdout)
+    assert answered["decision"]["decision"]["answers"] == {"q1": "because"}
+    shown = cli("show", choice_id)
+    assert "choose" in shown.stdout
+
+
+def test_watch_prints_events_from_another_process(
+    cli: Run, env: dict[str, str], project: Path
+) -> None:
+    """watch --since 0 --count 2 sees a submit and a decision made by other processes."""
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "signoff", "watch", "--since", "0", "--count", "2", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=project,
+    )
+    try:
+        request = submit(cli)
+        cli("approve", request["id"])
+        out, err = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+    assert watcher.returncode == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["type"] for e in events] == ["created", "decided"]
+    assert events[1]["request"]["status"] == "approved"
