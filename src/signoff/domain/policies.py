@@ -1,0 +1,294 @@
+"""Policy: which tool calls need a person, and who may decide, read from tools.toml.
+
+The project's ``.signoff/tools.toml`` (in the working directory or its nearest parent
+that has one) is consulted before the global ``$XDG_CONFIG_HOME/signoff/tools.toml``::
+
+    [tools]
+    need_approval = ["shell", "write_file", "fs.*"]  # globs on the tool name -> "ask"
+    default = "allow"          # optional: verdict for tools nothing in this file matches
+
+    [governance]               # optional: who may decide
+    approvers = ["alice"]      # designated approvers; empty = any approver or admin
+    quorum = 1                 # approvals needed
+    allow_self_approval = false
+
+    [[rules]]                  # in order; the first match wins
+    tool = "shell"             # glob on the tool name
+    args = { command = "rm *" }  # optional: each key present and its value matching the glob
+    action = "deny"            # allow | deny | ask
+    name = "no-rm"             # optional label for explanations
+    approvers = ["carol"]      # optional governance for what this rule sends to "ask"
+    quorum = 2
+    allow_self_approval = true
+
+Evaluation: rules of every file in order (project first); then ``need_approval`` globs;
+then the first ``default``; then, if any file lists ``need_approval``, the rest are
+``allow``; with no files, or none saying anything, every call is ``ask`` (fail closed).
+Unknown keys are errors: a typo must never silently weaken a policy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from signoff.domain.grants import match_args
+from signoff.errors import PolicyError
+
+__all__ = [
+    "Governance",
+    "Policy",
+    "PolicyDecision",
+    "PolicyFile",
+    "Rule",
+    "Verdict",
+    "global_policy_path",
+    "project_policy_path",
+]
+
+Verdict: TypeAlias = Literal["allow", "deny", "ask"]
+
+BUILT_IN = "built-in default"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class Governance(_Strict):
+    """Who may decide a request."""
+
+    approvers: tuple[str, ...] = ()
+    """Designated approvers (principal names); empty means any approver or admin."""
+    quorum: int = Field(default=1, ge=1, le=20)
+    """How many approvals it takes."""
+    allow_self_approval: bool = False
+    """Whether the requester may approve their own request."""
+
+
+class _GovernanceTable(_Strict):
+    approvers: list[str] | None = None
+    quorum: int | None = Field(default=None, ge=1, le=20)
+    allow_self_approval: bool | None = None
+
+    def over(self, base: Governance) -> Governance:
+        return Governance(
+            approvers=tuple(self.approvers) if self.approvers is not None else base.approvers,
+            quorum=self.quorum if self.quorum is not None else base.quorum,
+            allow_self_approval=(
+                self.allow_self_approval
+                if self.allow_self_approval is not None
+                else base.allow_self_approval
+            ),
+        )
+
+
+class Rule(_GovernanceTable):
+    """One ``[[rules]]`` entry: a tool glob, optional argument globs, and a verdict."""
+
+    tool: str
+    """Glob on the tool name."""
+    args: dict[str, str] | None = None
+    """Argument globs; every key must be present and match."""
+    action: Verdict
+    """What a matching call gets."""
+    name: str | None = None
+    """A label for explanations."""
+
+    def matches(self, tool_name: str, args: Mapping[str, object]) -> bool:
+        """Whether a call of ``tool_name`` with ``args`` falls under this rule."""
+        if not fnmatch.fnmatchcase(tool_name, self.tool):
+            return False
+        return self.args is None or match_args(self.args, args)
+
+
+class _ToolsTable(_Strict):
+    need_approval: list[str] = []
+    default: Verdict | None = None
+
+
+class _FileBody(_Strict):
+    tools: _ToolsTable = _ToolsTable()
+    governance: _GovernanceTable | None = None
+    rules: list[Rule] = []
+
+
+class PolicyFile(BaseModel):
+    """One parsed tools.toml and where it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str
+    """The file's path (or ``<string>``)."""
+    need_approval: tuple[str, ...] = ()
+    """Globs of tools that need approval."""
+    default: Verdict | None = None
+    """Verdict for tools this file matches nowhere else."""
+    governance: _GovernanceTable | None = None
+    """The file's ``[governance]`` table, if any."""
+    rules: tuple[Rule, ...] = ()
+    """The rules, in order."""
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<string>") -> PolicyFile:
+        """Parse tools.toml text; PolicyError names the source and the problem."""
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PolicyError(f"{source}: not valid TOML: {exc}") from None
+        try:
+            body = _FileBody.model_validate(raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = _toml_location(err["loc"])
+            msg = str(err["msg"])
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key (a typo would silently weaken the policy)"
+            elif err["type"] == "literal_error":
+                msg = "must be one of allow, deny, ask"
+            raise PolicyError(f"{source}: {where}: {msg}") from None
+        return cls(
+            source=source,
+            need_approval=tuple(body.tools.need_approval),
+            default=body.tools.default,
+            governance=body.governance,
+            rules=tuple(body.rules),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> PolicyFile:
+        """Read and parse a tools.toml file."""
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(f"{path}: cannot be read: {exc}") from None
+        return cls.parse(text, str(path))
+
+
+def _toml_location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "file"
+
+
+class PolicyDecision(BaseModel):
+    """The verdict on one call, which file and rule gave it, and who may decide."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: Verdict
+    """allow, deny or ask."""
+    source: str
+    """The file that decided, or ``built-in default``."""
+    rule: str
+    """What in that file decided, e.g. ``rules[2] "no-rm"`` or ``need_approval "shell"``."""
+    governance: Governance = Governance()
+    """Who may decide, when the verdict is ask."""
+
+    def explain(self) -> str:
+        """One line: verdict, rule and file."""
+        where = "" if self.source == BUILT_IN else f" in {self.source}"
+        return f"{self.verdict}: {self.rule}{where}"
+
+
+def global_policy_path() -> Path:
+    """``$XDG_CONFIG_HOME/signoff/tools.toml`` (``~/.config`` when unset)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "signoff" / "tools.toml"
+
+
+def project_policy_path(start: Path) -> Path | None:
+    """The nearest ``.signoff/tools.toml`` in ``start`` or a parent, if any."""
+    here = start.resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / ".signoff" / "tools.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+class Policy:
+    """The files in precedence order, and the verdict they give a call."""
+
+    def __init__(self, files: Sequence[PolicyFile] = ()) -> None:
+        self.files: tuple[PolicyFile, ...] = tuple(files)
+
+    @classmethod
+    def load(cls, project_dir: Path | None = None, *, global_path: Path | None = None) -> Policy:
+        """The project's tools.toml (nearest to ``project_dir``, default cwd) over the global one."""
+        paths = [project_policy_path(project_dir or Path.cwd())]
+        glob_path = global_path if global_path is not None else global_policy_path()
+        paths.append(glob_path if glob_path.is_file() else None)
+        seen: set[Path] = set()
+        files = []
+        for path in paths:
+            if path is not None and path.resolve() not in seen:
+                seen.add(path.resolve())
+                files.append(PolicyFile.read(path))
+        return cls(files)
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
+        """A policy of one file given as text."""
+        return cls([PolicyFile.parse(text, source)])
+
+    def _governance(self, rule: Rule | None) -> Governance:
+        base = Governance()
+        table = next((f.governance for f in self.files if f.governance is not None), None)
+        if table is not None:
+            base = table.over(base)
+        return rule.over(base) if rule is not None else base
+
+    def evaluate(self, tool_name: str, args: Mapping[str, object]) -> PolicyDecision:
+        """The verdict on calling ``tool_name`` with ``args``."""
+        for f in self.files:
+            for n, rule in enumerate(f.rules):
+                if rule.matches(tool_name, args):
+                    label = f"rules[{n}]" + (f' "{rule.name}"' if rule.name else "")
+                    return PolicyDecision(
+                        verdict=rule.action,
+                        source=f.source,
+                        rule=label,
+                        governance=self._governance(rule),
+                    )
+        for f in self.files:
+            for glob in f.need_approval:
+                if fnmatch.fnmatchcase(tool_name, glob):
+                    return PolicyDecision(
+                        verdict="ask",
+                        source=f.source,
+                        rule=f'need_approval "{glob}"',
+                        governance=self._governance(None),
+                    )
+        for f in self.files:
+            if f.default is not None:
+                return PolicyDecision(
+                    verdict=f.default,
+                    source=f.source,
+                    rule="default",
+                    governance=self._governance(None),
+                )
+        listing = next((f for f in self.files if f.need_approval), None)
+        if listing is not None:
+            return PolicyDecision(
+                verdict="allow",
+                source=listing.source,
+                rule="not in need_approval",
+                governance=self._governance(None),
+            )
+        return PolicyDecision(
+            verdict="ask",
+            source=BUILT_IN,
+            rule="no tools.toml says otherwise (fail closed)",
+            governance=self._governance(None),
+        )

@@ -1,0 +1,604 @@
+"""The embedded SQLite store: signoff's default, one file, safe for several processes.
+
+Durability: WAL with ``synchronous=FULL``, so a write is on disk before it is
+acknowledged. Throughput: one writer thread owns the write connection and commits
+whatever writes are queued together in one transaction (group commit), each inside its
+own savepoint, so a failing write is rolled back alone. Reads run on their own
+connections in a small thread pool and never wait for the writer (WAL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
+
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, entry_hash
+from signoff.domain.events import Event
+from signoff.domain.grants import Grant
+from signoff.domain.jsoncanon import canonical_json
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
+from signoff.store.base import (
+    MAX_PAGE,
+    Committed,
+    DuplicateRequest,
+    Page,
+    RequestQuery,
+    VersionConflict,
+    Write,
+    decode_cursor,
+    encode_cursor,
+    to_micros,
+)
+from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["SQLiteStore", "sqlite_path_from_url"]
+
+T = TypeVar("T")
+
+_BATCH_LIMIT = 256
+_BUSY_TIMEOUT_MS = 10_000
+_DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+def sqlite_path_from_url(url: str) -> Path:
+    """The file of ``sqlite:///relative/path`` or ``sqlite:////absolute/path``."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or len(url) == len(prefix):
+        raise InvalidRequest(
+            f"not a SQLite URL: {url!r}; use sqlite:///relative/path or sqlite:////absolute/path"
+        )
+    return Path(url[len(prefix) :]).expanduser()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+@dataclass
+class _Job:
+    fn: Callable[[sqlite3.Connection], Any]
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+    alone: bool = False
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class SQLiteStore:
+    """A :class:`~signoff.store.base.Store` in one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        self._read_conns: list[sqlite3.Connection] = []
+        self._read_lock = threading.Lock()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the file if needed, switch to WAL and migrate the schema."""
+        if self._writer is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot create {self.path.parent}: {exc}") from None
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writer = threading.Thread(
+            target=self._writer_main,
+            args=(ready, asyncio.get_running_loop()),
+            name="signoff-sqlite-writer",
+            daemon=True,
+        )
+        self._writer.start()
+        try:
+            await ready
+        except BaseException:
+            self._writer.join()
+            self._writer = None
+            raise
+        self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="signoff-sqlite-read")
+
+    async def close(self) -> None:
+        """Finish queued writes, then close every connection."""
+        if self._writer is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(self._writer.join)
+            self._writer = None
+        if self._readers is not None:
+            self._readers.shutdown(wait=True)
+            self._readers = None
+        with self._read_lock:
+            for conn in self._read_conns:
+                conn.close()
+            self._read_conns.clear()
+        self._local = threading.local()
+
+    # -- the writer thread ---------------------------------------------------------------
+
+    def _writer_main(self, ready: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            conn = _connect(self.path)
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode")
+            self._migrate(conn)
+        except (sqlite3.Error, OSError) as exc:
+            loop.call_soon_threadsafe(
+                _resolve, ready, None, StoreUnavailable(f"cannot open {self.path}: {exc}")
+            )
+            return
+        except SignoffError as exc:
+            loop.call_soon_threadsafe(_resolve, ready, None, exc)
+            return
+        loop.call_soon_threadsafe(_resolve, ready, None, None)
+        try:
+            while True:
+                first = self._jobs.get()
+                if first is None:
+                    return
+                batch = [first]
+                while len(batch) < _BATCH_LIMIT:
+                    try:
+                        nxt = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        self._jobs.put(None)
+                        break
+                    batch.append(nxt)
+                self._run_batch(conn, batch)
+        finally:
+            conn.close()
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"{self.path} has schema version {version}, newer than this signoff "
+                    f"understands ({SCHEMA_VERSION}); upgrade signoff"
+                )
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[number - 1].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            error = StoreUnavailable(f"cannot write {self.path}: {exc}")
+            for job in batch:
+                job.loop.call_soon_threadsafe(_resolve, job.future, None, error)
+            return
+        for job in batch:
+            conn.execute("SAVEPOINT write")
+            try:
+                result = job.fn(conn)
+            except BaseException as exc:
+                conn.execute("ROLLBACK TO write")
+                conn.execute("RELEASE write")
+                if isinstance(exc, sqlite3.Error):
+                    exc = StoreUnavailable(f"cannot write {self.path}: {exc}")
+                outcomes.append((job, None, exc))
+            else:
+                conn.execute("RELEASE write")
+                outcomes.append((job, result, None))
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
+            outcomes = [(job, None, error) for job, _, _ in outcomes]
+        for job, result, err in outcomes:
+            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                job.loop.call_soon_threadsafe(_resolve, job.future, result, err)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._writer is None:
+            raise StoreUnavailable("the store is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._jobs.put(_Job(fn=fn, future=future, loop=loop))
+        return await future
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._read_lock:
+                self._read_conns.append(conn)
+        return conn
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._readers is None:
+            raise StoreUnavailable("the store is not open")
+
+        def call() -> T:
+            try:
+                return fn(self._reader())
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot read {self.path}: {exc}") from None
+
+        return await asyncio.get_running_loop().run_in_executor(self._readers, call)
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def commit(self, write: Write) -> Committed:
+        """Apply ``write`` atomically (batched with other writes queued at the same time)."""
+        return await self._write(lambda conn: _apply(conn, write))
+
+    async def get_request(self, request_id: str) -> Request | None:
+        """The request, or None."""
+
+        def q(conn: sqlite3.Connection) -> Request | None:
+            row = conn.execute("SELECT data FROM requests WHERE id = ?", (request_id,)).fetchone()
+            return RequestAdapter.validate_json(row[0]) if row else None
+
+        return await self._read(q)
+
+    async def find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
+        """The request the same call or idempotency key created, if any."""
+
+        def q(conn: sqlite3.Connection) -> Request | None:
+            row = _duplicate_row(conn, session_id, tool_call_id, requested_by, idempotency_key)
+            return RequestAdapter.validate_json(row[1]) if row else None
+
+        return await self._read(q)
+
+    async def list_requests(self, query: RequestQuery) -> Page:
+        """Requests newest first, by keyset on (created_us, id)."""
+        limit = max(1, min(query.limit, MAX_PAGE))
+        where: list[str] = []
+        params: list[object] = []
+        for column, value in (
+            ("status", query.status),
+            ("session_id", query.session_id),
+            ("kind", query.kind),
+            ("requested_by", query.requested_by),
+        ):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if query.cursor:
+            created_us, request_id = decode_cursor(query.cursor)
+            where.append("(created_us, id) < (?, ?)")
+            params += [created_us, request_id]
+        sql = (
+            "SELECT created_us, id, data FROM requests"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY created_us DESC, id DESC LIMIT ?"
+        )
+        params.append(limit + 1)
+
+        def q(conn: sqlite3.Connection) -> Page:
+            rows = conn.execute(sql, params).fetchall()
+            items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
+            more = len(rows) > limit
+            cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
+            return Page(items=items, next_cursor=cursor)
+
+        return await self._read(q)
+
+    async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Pending requests past their expiry, oldest expiry first."""
+
+        def q(conn: sqlite3.Connection) -> list[Request]:
+            rows = conn.execute(
+                "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
+                "AND expires_us <= ? ORDER BY expires_us LIMIT ?",
+                (to_micros(now), limit),
+            ).fetchall()
+            return [RequestAdapter.validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """The grant, or None."""
+
+        def q(conn: sqlite3.Connection) -> Grant | None:
+            row = conn.execute("SELECT data FROM grants WHERE id = ?", (grant_id,)).fetchone()
+            return Grant.model_validate_json(row[0]) if row else None
+
+        return await self._read(q)
+
+    async def list_grants(
+        self, *, tool_name: str | None = None, requested_by: str | None = None
+    ) -> list[Grant]:
+        """Grants, newest first."""
+        where, params = [], []
+        if tool_name is not None:
+            where.append("tool_name = ?")
+            params.append(tool_name)
+        if requested_by is not None:
+            where.append("requested_by = ?")
+            params.append(requested_by)
+        sql = (
+            "SELECT data FROM grants"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY created_us DESC, id DESC"
+        )
+
+        def q(conn: sqlite3.Connection) -> list[Grant]:
+            return [Grant.model_validate_json(r[0]) for r in conn.execute(sql, params)]
+
+        return await self._read(q)
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None:
+        """The token with this hash, or None."""
+
+        def q(conn: sqlite3.Connection) -> TokenRecord | None:
+            row = conn.execute(
+                "SELECT data FROM tokens WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
+            return TokenRecord.model_validate_json(row[0]) if row else None
+
+        return await self._read(q)
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+
+        def q(conn: sqlite3.Connection) -> list[TokenRecord]:
+            rows = conn.execute("SELECT data FROM tokens ORDER BY created_us, id")
+            return [TokenRecord.model_validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
+    async def list_audit(
+        self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries in chain order (the order they are stored in)."""
+        sql = (
+            "SELECT seq, request_id, at, action, actor, from_status, to_status, details, "
+            "prev_hash, hash FROM audit WHERE seq > ?"
+        )
+        params: list[object] = [after_seq]
+        if request_id is not None:
+            sql += " AND request_id = ?"
+            params.append(request_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+
+        def q(conn: sqlite3.Connection) -> list[AuditEntry]:
+            return [
+                AuditEntry(
+                    seq=r[0],
+                    request_id=r[1],
+                    at=datetime.fromisoformat(r[2]),
+                    action=r[3],
+                    actor=r[4],
+                    from_status=r[5],
+                    to_status=r[6],
+                    details=_DETAILS.validate_json(r[7]),
+                    prev_hash=r[8],
+                    hash=r[9],
+                )
+                for r in conn.execute(sql, params)
+            ]
+
+        return await self._read(q)
+
+    async def audit_head(self) -> tuple[int, str] | None:
+        """The (seq, hash) kept beside the log."""
+
+        def q(conn: sqlite3.Connection) -> tuple[int, str] | None:
+            row = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+            return (int(row[0]), str(row[1])) if row else None
+
+        return await self._read(q)
+
+    async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Events after ``after_seq``, in order."""
+
+        def q(conn: sqlite3.Connection) -> list[Event]:
+            rows = conn.execute(
+                "SELECT seq, type, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after_seq, limit),
+            )
+            return [
+                Event(
+                    seq=r[0],
+                    type=r[1],
+                    at=datetime.fromisoformat(r[2]),
+                    request=RequestAdapter.validate_json(r[3]),
+                )
+                for r in rows
+            ]
+
+        return await self._read(q)
+
+    async def last_event_seq(self) -> int:
+        """The newest event's seq (0 when none)."""
+
+        def q(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+
+        return await self._read(q)
+
+
+def _duplicate_row(
+    conn: sqlite3.Connection,
+    session_id: str,
+    tool_call_id: str | None,
+    requested_by: str,
+    idempotency_key: str | None,
+) -> tuple[str, str] | None:
+    if tool_call_id is not None:
+        row = conn.execute(
+            "SELECT id, data FROM requests WHERE session_id = ? AND tool_call_id = ?",
+            (session_id, tool_call_id),
+        ).fetchone()
+        if row:
+            return str(row[0]), str(row[1])
+    if idempotency_key is not None:
+        row = conn.execute(
+            "SELECT id, data FROM requests WHERE requested_by = ? AND idempotency_key = ?",
+            (requested_by, idempotency_key),
+        ).fetchone()
+        if row:
+            return str(row[0]), str(row[1])
+    return None
+
+
+def _row(request: Request) -> tuple[object, ...]:
+    is_call = isinstance(request, ApprovalRequest)
+    return (
+        request.kind,
+        request.status,
+        request.session_id,
+        request.tool_name if is_call else None,
+        request.tool_call_id if is_call else None,
+        request.requested_by,
+        request.idempotency_key,
+        to_micros(request.created_at),
+        to_micros(request.expires_at) if request.expires_at else None,
+        request.version,
+        RequestAdapter.dump_json(request).decode(),
+    )
+
+
+def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
+    """Run one write inside the batch's transaction (and its own savepoint)."""
+    if write.insert is not None:
+        new = write.insert
+        tool_call_id = new.tool_call_id if isinstance(new, ApprovalRequest) else None
+        existing = _duplicate_row(
+            conn, new.session_id, tool_call_id, new.requested_by, new.idempotency_key
+        )
+        if existing is not None:
+            raise DuplicateRequest(existing[0])
+        try:
+            conn.execute(
+                "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
+                "requested_by, idempotency_key, created_us, expires_us, version, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (new.id, *_row(new)),
+            )
+        except sqlite3.IntegrityError:
+            raise DuplicateRequest(new.id) from None
+    if write.update is not None:
+        new = write.update
+        cursor = conn.execute(
+            "UPDATE requests SET kind = ?, status = ?, session_id = ?, tool_name = ?, "
+            "tool_call_id = ?, requested_by = ?, idempotency_key = ?, created_us = ?, "
+            "expires_us = ?, version = ?, data = ? WHERE id = ? AND version = ?",
+            (*_row(new), new.id, new.version - 1),
+        )
+        if cursor.rowcount != 1:
+            raise VersionConflict(new.id)
+    for grant in write.grants:
+        conn.execute(
+            "INSERT OR REPLACE INTO grants (id, tool_name, requested_by, created_us, data) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (
+                grant.id,
+                grant.tool_name,
+                grant.requested_by,
+                to_micros(grant.created_at),
+                grant.model_dump_json(),
+            ),
+        )
+    for token in write.tokens:
+        conn.execute(
+            "INSERT OR REPLACE INTO tokens (id, token_hash, created_us, data) VALUES (?, ?, ?, ?)",
+            (token.id, token.token_hash, to_micros(token.created_at), token.model_dump_json()),
+        )
+    audit: list[AuditEntry] = []
+    if write.audit:
+        head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+        seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+        at = write.at.isoformat()
+        for draft in write.audit:
+            seq += 1
+            digest = entry_hash(prev_hash=prev, seq=seq, at=write.at, draft=draft)
+            conn.execute(
+                "INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, "
+                "details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    seq,
+                    draft.request_id,
+                    at,
+                    draft.action,
+                    draft.actor,
+                    draft.from_status,
+                    draft.to_status,
+                    canonical_json(draft.details),
+                    prev,
+                    digest,
+                ),
+            )
+            audit.append(
+                AuditEntry(**draft.model_dump(), seq=seq, at=write.at, prev_hash=prev, hash=digest)
+            )
+            prev = digest
+        conn.execute(
+            "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+            (seq, prev),
+        )
+    events: list[Event] = []
+    for draft_event in write.events:
+        data = RequestAdapter.dump_json(draft_event.request).decode()
+        cursor = conn.execute(
+            "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)",
+            (draft_event.type, write.at.isoformat(), draft_event.request.id, data),
+        )
+        assert cursor.lastrowid is not None
+        events.append(
+            Event(
+                seq=cursor.lastrowid,
+                type=draft_event.type,
+                at=write.at,
+                request=draft_event.request,
+            )
+        )
+    return Committed(events=tuple(events), audit=tuple(audit))

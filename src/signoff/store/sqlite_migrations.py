@@ -1,0 +1,86 @@
+"""The SQLite schema, as an ordered list of migrations applied on first use.
+
+Migration N takes a database at version N-1 to version N; ``PRAGMA user_version`` says
+where a file is. Never edit a released migration: add the next one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+_INITIAL = """
+CREATE TABLE requests (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    tool_name TEXT,
+    tool_call_id TEXT,
+    requested_by TEXT NOT NULL,
+    idempotency_key TEXT,
+    created_us INTEGER NOT NULL,
+    expires_us INTEGER,
+    version INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE UNIQUE INDEX requests_call ON requests (session_id, tool_call_id)
+    WHERE tool_call_id IS NOT NULL;
+CREATE UNIQUE INDEX requests_idem ON requests (requested_by, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX requests_session_status ON requests (session_id, status, created_us DESC, id DESC);
+CREATE INDEX requests_status ON requests (status, created_us DESC, id DESC);
+CREATE INDEX requests_created ON requests (created_us DESC, id DESC);
+CREATE INDEX requests_requester ON requests (requested_by, created_us DESC, id DESC);
+CREATE INDEX requests_due ON requests (expires_us)
+    WHERE status = 'pending' AND expires_us IS NOT NULL;
+
+CREATE TABLE grants (
+    id TEXT PRIMARY KEY,
+    tool_name TEXT NOT NULL,
+    requested_by TEXT NOT NULL,
+    created_us INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX grants_tool ON grants (tool_name, requested_by);
+
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    created_us INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+
+CREATE TABLE audit (
+    seq INTEGER PRIMARY KEY,
+    request_id TEXT,
+    at TEXT NOT NULL,
+    action TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    from_status TEXT,
+    to_status TEXT,
+    details TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX audit_request ON audit (request_id, seq);
+
+CREATE TABLE audit_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY,
+    type TEXT NOT NULL,
+    at TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL,)
+"""Migration N is ``MIGRATIONS[N - 1]``."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The version this code writes."""
