@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,7 @@ from signoff.domain.transitions import (
     is_overdue,
 )
 from signoff.errors import (
+    CallerError,
     GrantNotFound,
     InvalidDecision,
     InvalidRequest,
@@ -59,6 +61,7 @@ SYSTEM = Principal(name="system", role="admin")
 """The principal of signoff's own actions (the expiry sweeper)."""
 
 _RETRIES = 50
+_RECENT = 10_000
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ class Service:
         self.clock = clock
         self._read_file = read_file
         self._sweeper: asyncio.Task[None] | None = None
+        self._recent: OrderedDict[str, Request] = OrderedDict()
 
     async def open(self) -> Self:
         """Open the store (migrating it if needed)."""
@@ -141,6 +145,12 @@ class Service:
 
     async def _commit(self, write: Write) -> None:
         committed = await self.store.commit(write)
+        for written in (write.insert, write.update):
+            if written is not None:
+                self._recent[written.id] = written
+                self._recent.move_to_end(written.id)
+                if len(self._recent) > _RECENT:
+                    self._recent.popitem(last=False)
         await self.bus.publish(committed.events)
 
     async def submit(self, new: NewRequest | Mapping[str, Any], principal: Principal) -> Submitted:
@@ -156,14 +166,15 @@ class Service:
                 new = NewRequest.model_validate(new)
             except ValidationError as exc:
                 raise InvalidRequest(validation_message(exc)) from None
-        existing = await self.store.find_duplicate(
-            session_id=new.session_id,
-            tool_call_id=new.tool_call_id,
-            requested_by=principal.name,
-            idempotency_key=new.idempotency_key,
-        )
-        if existing is not None:
-            return Submitted(existing, created=False)
+        if new.tool_call_id is not None or new.idempotency_key is not None:
+            existing = await self.store.find_duplicate(
+                session_id=new.session_id,
+                tool_call_id=new.tool_call_id,
+                requested_by=principal.name,
+                idempotency_key=new.idempotency_key,
+            )
+            if existing is not None:
+                return Submitted(existing, created=False)
         now = self.clock()
         verdict = None
         if new.kind == "approval" and self.policy is not None:
@@ -255,14 +266,30 @@ class Service:
     async def _change(
         self, request_id: str, make: Callable[[Request, datetime], Change]
     ) -> Request:
-        """Apply ``make`` to the current version, retrying when someone wrote in between."""
+        """Apply ``make`` to the current version, retrying when someone wrote in between.
+
+        The first try may start from the version this service last wrote (saving a read);
+        that is safe because the write is conditional on the version: a stale start ends in
+        a conflict or a refusal, and then the change is tried again on a fresh read.
+        """
+        fresh = False
         for _ in range(_RETRIES):
-            request = await self._get(request_id)
+            request = None if fresh else self._recent.get(request_id)
+            if request is None:
+                request = await self._get(request_id)
+                fresh = True
             now = self.clock()
             if is_overdue(request, now):
                 await self._expire(request, now)
+                fresh = True
                 continue
-            change = make(request, now)
+            try:
+                change = make(request, now)
+            except CallerError:
+                if fresh:
+                    raise
+                fresh = True
+                continue
             events = [
                 EventDraft(
                     type="decided" if change.decided else _event_type(change),
@@ -280,6 +307,7 @@ class Service:
                     )
                 )
             except VersionConflict:
+                fresh = True
                 continue
             return change.request
         raise InvalidTransition(f"request {request_id} keeps changing; try again")

@@ -15,7 +15,15 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from signoff.domain.jsoncanon import canonical_json, sha256_hex
 
-__all__ = ["GENESIS_HASH", "AuditDraft", "AuditEntry", "ChainReport", "entry_hash", "verify_chain"]
+__all__ = [
+    "GENESIS_HASH",
+    "AuditDraft",
+    "AuditEntry",
+    "ChainReport",
+    "committed_entry",
+    "entry_hash",
+    "verify_chain",
+]
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first entry."""
@@ -54,9 +62,14 @@ class AuditEntry(AuditDraft):
     """sha256 of ``prev_hash`` and this entry's fields."""
 
 
-def entry_hash(*, prev_hash: str, seq: int, at: datetime, draft: AuditDraft) -> str:
-    """The hash an entry with these fields must carry."""
-    body = {
+def entry_hash(
+    *, prev_hash: str, seq: int, at: datetime, draft: AuditDraft, details_json: str | None = None
+) -> str:
+    """The hash an entry with these fields must carry.
+
+    ``details_json`` is ``canonical_json(draft.details)``, passed in when the caller has it.
+    """
+    header = {
         "seq": seq,
         "at": at.isoformat(),
         "action": draft.action,
@@ -64,9 +77,28 @@ def entry_hash(*, prev_hash: str, seq: int, at: datetime, draft: AuditDraft) -> 
         "request_id": draft.request_id,
         "from_status": draft.from_status,
         "to_status": draft.to_status,
-        "details": draft.details,
     }
-    return sha256_hex(prev_hash + "\n" + canonical_json(body))
+    if details_json is None:
+        details_json = canonical_json(draft.details)
+    return sha256_hex(prev_hash + "\n" + canonical_json(header) + "\n" + details_json)
+
+
+def committed_entry(
+    draft: AuditDraft, *, seq: int, at: datetime, prev_hash: str, hash: str
+) -> AuditEntry:
+    """The entry ``draft`` becomes once numbered and chained (built without re-validating)."""
+    return AuditEntry.model_construct(
+        action=draft.action,
+        actor=draft.actor,
+        request_id=draft.request_id,
+        from_status=draft.from_status,
+        to_status=draft.to_status,
+        details=draft.details,
+        seq=seq,
+        at=at,
+        prev_hash=prev_hash,
+        hash=hash,
+    )
 
 
 class ChainReport(BaseModel):
@@ -108,8 +140,7 @@ def verify_chain(
                 first_bad_seq=entry.seq,
                 problem="its prev_hash does not match the entry before: the chain was cut",
             )
-        draft = AuditDraft.model_validate(entry.model_dump(include=set(AuditDraft.model_fields)))
-        if entry_hash(prev_hash=prev, seq=entry.seq, at=entry.at, draft=draft) != entry.hash:
+        if entry_hash(prev_hash=prev, seq=entry.seq, at=entry.at, draft=entry) != entry.hash:
             return ChainReport(
                 ok=False,
                 entries=count,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, entry_hash
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
@@ -71,8 +71,8 @@ class MemoryStore:
             for draft in write.audit:
                 prev = self._audit[-1].hash if self._audit else GENESIS_HASH
                 seq = len(self._audit) + 1
-                entry = AuditEntry(
-                    **draft.model_dump(),
+                entry = committed_entry(
+                    draft,
                     seq=seq,
                     at=write.at,
                     prev_hash=prev,

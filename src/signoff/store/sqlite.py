@@ -3,8 +3,9 @@
 Durability: WAL with ``synchronous=FULL``, so a write is on disk before it is
 acknowledged. Throughput: one writer thread owns the write connection and commits
 whatever writes are queued together in one transaction (group commit), each inside its
-own savepoint, so a failing write is rolled back alone. Reads run on their own
-connections in a small thread pool and never wait for the writer (WAL).
+own savepoint, so a failing write is rolled back alone. Reads never wait for the writer
+(WAL): lookups by key run on the caller's thread, since they take microseconds, less
+than a hop to another thread; scans and pages run in a small thread pool.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, entry_hash
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
@@ -99,6 +100,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._read_conns: list[sqlite3.Connection] = []
         self._read_lock = threading.Lock()
+        self._lookup_conn: sqlite3.Connection | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -125,6 +127,8 @@ class SQLiteStore:
             self._writer = None
             raise
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="signoff-sqlite-read")
+        self._lookup_conn = _connect(self.path)
+        self._lookup_conn.execute("PRAGMA query_only = ON")
 
     async def close(self) -> None:
         """Finish queued writes, then close every connection."""
@@ -139,6 +143,9 @@ class SQLiteStore:
             for conn in self._read_conns:
                 conn.close()
             self._read_conns.clear()
+        if self._lookup_conn is not None:
+            self._lookup_conn.close()
+            self._lookup_conn = None
         self._local = threading.local()
 
     # -- the writer thread ---------------------------------------------------------------
@@ -262,6 +269,14 @@ class SQLiteStore:
 
         return await asyncio.get_running_loop().run_in_executor(self._readers, call)
 
+    def _lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._lookup_conn is None:
+            raise StoreUnavailable("the store is not open")
+        try:
+            return fn(self._lookup_conn)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot read {self.path}: {exc}") from None
+
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
@@ -275,7 +290,7 @@ class SQLiteStore:
             row = conn.execute("SELECT data FROM requests WHERE id = ?", (request_id,)).fetchone()
             return RequestAdapter.validate_json(row[0]) if row else None
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def find_duplicate(
         self,
@@ -291,7 +306,7 @@ class SQLiteStore:
             row = _duplicate_row(conn, session_id, tool_call_id, requested_by, idempotency_key)
             return RequestAdapter.validate_json(row[1]) if row else None
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests newest first, by keyset on (created_us, id)."""
@@ -347,7 +362,7 @@ class SQLiteStore:
             row = conn.execute("SELECT data FROM grants WHERE id = ?", (grant_id,)).fetchone()
             return Grant.model_validate_json(row[0]) if row else None
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def list_grants(
         self, *, tool_name: str | None = None, requested_by: str | None = None
@@ -369,7 +384,7 @@ class SQLiteStore:
         def q(conn: sqlite3.Connection) -> list[Grant]:
             return [Grant.model_validate_json(r[0]) for r in conn.execute(sql, params)]
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""
@@ -380,7 +395,7 @@ class SQLiteStore:
             ).fetchone()
             return TokenRecord.model_validate_json(row[0]) if row else None
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
@@ -434,7 +449,7 @@ class SQLiteStore:
             row = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
             return (int(row[0]), str(row[1])) if row else None
 
-        return await self._read(q)
+        return self._lookup(q)
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events after ``after_seq``, in order."""
@@ -462,7 +477,7 @@ class SQLiteStore:
         def q(conn: sqlite3.Connection) -> int:
             return int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
 
-        return await self._read(q)
+        return self._lookup(q)
 
 
 def _duplicate_row(
@@ -489,7 +504,7 @@ def _duplicate_row(
     return None
 
 
-def _row(request: Request) -> tuple[object, ...]:
+def _row(request: Request, data: str) -> tuple[object, ...]:
     is_call = isinstance(request, ApprovalRequest)
     return (
         request.kind,
@@ -502,12 +517,21 @@ def _row(request: Request) -> tuple[object, ...]:
         to_micros(request.created_at),
         to_micros(request.expires_at) if request.expires_at else None,
         request.version,
-        RequestAdapter.dump_json(request).decode(),
+        data,
     )
 
 
 def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
     """Run one write inside the batch's transaction (and its own savepoint)."""
+    dumped: dict[int, str] = {}
+
+    def data_of(request: Request) -> str:
+        # The request row and its event usually carry the same record: serialize it once.
+        key = id(request)
+        if key not in dumped:
+            dumped[key] = RequestAdapter.dump_json(request).decode()
+        return dumped[key]
+
     if write.insert is not None:
         new = write.insert
         tool_call_id = new.tool_call_id if isinstance(new, ApprovalRequest) else None
@@ -521,7 +545,7 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
                 "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
                 "requested_by, idempotency_key, created_us, expires_us, version, data) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (new.id, *_row(new)),
+                (new.id, *_row(new, data_of(new))),
             )
         except sqlite3.IntegrityError:
             raise DuplicateRequest(new.id) from None
@@ -531,7 +555,7 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
             "UPDATE requests SET kind = ?, status = ?, session_id = ?, tool_name = ?, "
             "tool_call_id = ?, requested_by = ?, idempotency_key = ?, created_us = ?, "
             "expires_us = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-            (*_row(new), new.id, new.version - 1),
+            (*_row(new, data_of(new)), new.id, new.version - 1),
         )
         if cursor.rowcount != 1:
             raise VersionConflict(new.id)
@@ -559,7 +583,10 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
         at = write.at.isoformat()
         for draft in write.audit:
             seq += 1
-            digest = entry_hash(prev_hash=prev, seq=seq, at=write.at, draft=draft)
+            details_json = canonical_json(draft.details)
+            digest = entry_hash(
+                prev_hash=prev, seq=seq, at=write.at, draft=draft, details_json=details_json
+            )
             conn.execute(
                 "INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, "
                 "details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -571,14 +598,12 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
                     draft.actor,
                     draft.from_status,
                     draft.to_status,
-                    canonical_json(draft.details),
+                    details_json,
                     prev,
                     digest,
                 ),
             )
-            audit.append(
-                AuditEntry(**draft.model_dump(), seq=seq, at=write.at, prev_hash=prev, hash=digest)
-            )
+            audit.append(committed_entry(draft, seq=seq, at=write.at, prev_hash=prev, hash=digest))
             prev = digest
         conn.execute(
             "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
@@ -587,7 +612,7 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
         )
     events: list[Event] = []
     for draft_event in write.events:
-        data = RequestAdapter.dump_json(draft_event.request).decode()
+        data = data_of(draft_event.request)
         cursor = conn.execute(
             "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)",
             (draft_event.type, write.at.isoformat(), draft_event.request.id, data),
