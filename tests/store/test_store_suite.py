@@ -1,0 +1,216 @@
+"""The store contract, run against every backend (the ``store`` fixture is parametrized)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from signoff.domain.audit import AuditDraft, verify_chain
+from signoff.domain.events import EventDraft
+from signoff.domain.grants import Grant
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import (
+    ApprovalRequest,
+    ChoiceRequest,
+    Question,
+    QuestionsRequest,
+    Request,
+    new_request_id,
+)
+from signoff.errors import InvalidRequest
+from signoff.store.base import DuplicateRequest, RequestQuery, Store, VersionConflict, Write
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def approval(**over: Any) -> ApprovalRequest:
+    """An approval request with sensible defaults."""
+    fields: dict[str, Any] = {
+        "id": new_request_id(),
+        "session_id": "s1",
+        "requested_by": "agent",
+        "created_at": T0,
+        "updated_at": T0,
+        "allowed_decisions": ("approve", "reject", "respond"),
+        "tool_name": "shell",
+        "tool_args": {"command": "ls", "n": 1},
+    }
+    fields.update(over)
+    return ApprovalRequest(**fields)
+
+
+def insert(request: Request, at: datetime = T0) -> Write:
+    """A write that inserts ``request`` with one audit entry and one event."""
+    return Write(
+        at=at,
+        insert=request,
+        audit=(AuditDraft(action="submit", actor="agent", request_id=request.id),),
+        events=(EventDraft(type="created", request=request),),
+    )
+
+
+async def test_all_three_kinds_round_trip(store: Store) -> None:
+    """Every kind of request comes back exactly as it was stored."""
+    choice = ChoiceRequest(
+        id=new_request_id(), session_id="s", requested_by="a", created_at=T0, updated_at=T0,
+        allowed_decisions=("choose", "reject"), prompt="Which?", options=("a", "b"),
+        multi_select=True, allow_other=True, expires_at=T0 + timedelta(seconds=5),
+    )  # fmt: skip
+    questions = QuestionsRequest(
+        id=new_request_id(), session_id="s", requested_by="a", created_at=T0, updated_at=T0,
+        allowed_decisions=("approve", "answer", "reject"),
+        questions=(Question(id="q1", text="Why?", required=True),), context={"k": [1, "v"]},
+    )  # fmt: skip
+    for request in (approval(), choice, questions):
+        await store.commit(insert(request))
+        assert await store.get_request(request.id) == request
+    assert await store.get_request("req_missing") is None
+
+
+async def test_duplicate_call_id_and_idempotency_key_are_refused(store: Store) -> None:
+    """A second insert with the same (session, tool_call_id) or (requester, key) names the first."""
+    first = approval(tool_call_id="call-1")
+    await store.commit(insert(first))
+    with pytest.raises(DuplicateRequest) as caught:
+        await store.commit(insert(approval(tool_call_id="call-1")))
+    assert caught.value.existing_id == first.id
+    keyed = approval(idempotency_key="k1")
+    await store.commit(insert(keyed))
+    with pytest.raises(DuplicateRequest) as caught:
+        await store.commit(insert(approval(idempotency_key="k1", session_id="other")))
+    assert caught.value.existing_id == keyed.id
+    await store.commit(insert(approval(tool_call_id="call-1", session_id="s2")))
+    found = await store.find_duplicate(
+        session_id="s1", tool_call_id="call-1", requested_by="x", idempotency_key=None
+    )
+    assert found is not None and found.id == first.id
+    assert len(await store.list_audit()) == 3
+
+
+async def test_conditional_update_wins_once_and_stale_version_conflicts(store: Store) -> None:
+    """An update applies only on the version it was made from; a stale one changes nothing."""
+    request = approval()
+    await store.commit(insert(request))
+    newer = request.model_copy(update={"status": "rejected", "version": 2})
+    await store.commit(Write(at=T0, update=newer))
+    stale = request.model_copy(update={"status": "approved", "version": 2})
+    with pytest.raises(VersionConflict):
+        await store.commit(
+            Write(
+                at=T0,
+                update=stale,
+                audit=(AuditDraft(action="x", actor="y"),),
+                events=(EventDraft(type="status", request=stale),),
+            )
+        )
+    assert (await store.get_request(request.id)) == newer
+    assert len(await store.list_audit()) == 1
+    assert await store.last_event_seq() == 1
+
+
+async def test_concurrent_writes_fail_alone(store: Store) -> None:
+    """Of 20 concurrent writes, exactly the stale ones fail and the rest all commit."""
+    requests = [approval() for _ in range(20)]
+    for r in requests:
+        await store.commit(insert(r))
+    writes = []
+    for n, r in enumerate(requests):
+        version = 2 if n % 3 else 5  # every third one is stale
+        changed = r.model_copy(update={"status": "rejected", "version": version})
+        writes.append(
+            store.commit(
+                Write(
+                    at=T0,
+                    update=changed,
+                    audit=(AuditDraft(action="decide", actor="a", request_id=r.id),),
+                    events=(EventDraft(type="decided", request=changed),),
+                )
+            )
+        )
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    failed = [n for n, res in enumerate(results) if isinstance(res, Exception)]
+    assert failed == [n for n in range(20) if n % 3 == 0]
+    assert all(isinstance(results[n], VersionConflict) for n in failed)
+    statuses = [(await store.get_request(r.id)).status for r in requests]  # type: ignore[union-attr]
+    assert statuses == ["pending" if n % 3 == 0 else "rejected" for n in range(20)]
+    report = verify_chain(await store.list_audit(), head=await store.audit_head())
+    assert report.ok and report.entries == 20 + 13
+    events = await store.list_events()
+    assert [e.seq for e in events] == list(range(1, 34))
+
+
+async def test_keyset_pagination_with_tied_timestamps(store: Store) -> None:
+    """25 rows with equal created_at page newest first, ties by id, no gaps or repeats."""
+    ids = []
+    for n in range(25):
+        r = approval(session_id="a" if n % 2 else "b", created_at=T0 + timedelta(seconds=n // 10))
+        ids.append((r.created_at, r.id))
+        await store.commit(insert(r))
+    expected = [i for _, i in sorted(ids, reverse=True)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.list_requests(RequestQuery(limit=7, cursor=cursor))
+        seen += [r.id for r in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == expected
+    only_a = await store.list_requests(RequestQuery(session_id="a", status="pending", limit=100))
+    assert len(only_a.items) == 12 and only_a.next_cursor is None
+    assert (await store.list_requests(RequestQuery(kind="choice"))).items == []
+    with pytest.raises(InvalidRequest):
+        await store.list_requests(RequestQuery(cursor="%%%not-a-cursor"))
+
+
+async def test_due_requests_are_pending_and_past_expiry(store: Store) -> None:
+    """Only pending requests whose expiry has passed are due, earliest first."""
+    late = approval(expires_at=T0 + timedelta(seconds=10))
+    early = approval(expires_at=T0 + timedelta(seconds=5))
+    never = approval()
+    done = approval(expires_at=T0, status="rejected")
+    for r in (late, early, never, done):
+        await store.commit(insert(r))
+    due = await store.due_requests(T0 + timedelta(seconds=10))
+    assert [r.id for r in due] == [early.id, late.id]
+    assert await store.due_requests(T0 + timedelta(seconds=1)) == []
+
+
+async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
+    """Grants and tokens are stored, found and replaced by id."""
+    grant = Grant(
+        id="grt_1", scope="session", tool_name="shell", session_id="s1", requested_by="agent",
+        created_by="alice", created_at=T0, expires_at=T0 + timedelta(hours=1),
+        source_request_id="req_x",
+    )  # fmt: skip
+    token = TokenRecord(id="tok_1", name="bot", role="agent", token_hash="ab" * 32, created_at=T0)
+    await store.commit(Write(at=T0, grants=(grant,), tokens=(token,)))
+    assert await store.get_grant("grt_1") == grant
+    assert await store.list_grants(tool_name="shell", requested_by="agent") == [grant]
+    assert await store.list_grants(tool_name="other") == []
+    revoked = grant.model_copy(update={"revoked_at": T0, "revoked_by": "alice"})
+    await store.commit(Write(at=T0, grants=(revoked,)))
+    assert await store.list_grants() == [revoked]
+    assert await store.find_token("ab" * 32) == token
+    assert await store.find_token("cd" * 32) is None
+    assert await store.list_tokens() == [token]
+
+
+async def test_audit_chain_and_event_log(store: Store) -> None:
+    """Audit entries chain and verify; events are numbered in commit order and replayable."""
+    assert await store.audit_head() is None
+    requests = [approval() for _ in range(5)]
+    for n, r in enumerate(requests):
+        await store.commit(insert(r, at=T0 + timedelta(seconds=n, microseconds=n)))
+    entries = await store.list_audit()
+    assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
+    assert verify_chain(entries, head=await store.audit_head()).ok
+    assert [e.request_id for e in await store.list_audit(request_id=requests[2].id)] == [
+        requests[2].id
+    ]
+    events = await store.list_events(after_seq=2, limit=2)
+    assert [(e.seq, e.request.id) for e in events] == [(3, requests[2].id), (4, requests[3].id)]
+    assert await store.last_event_seq() == 5
