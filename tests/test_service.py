@@ -1,0 +1,469 @@
+"""The service on every store backend: submit, decide, wait, claim, complete, cancel, expire."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from signoff.domain.policies import Policy
+from signoff.domain.principals import Principal
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.errors import (
+    ArgsMismatch,
+    GrantNotFound,
+    InvalidDecision,
+    InvalidRequest,
+    InvalidTransition,
+    NotAllowed,
+    RequestNotFound,
+    SignoffError,
+    Unauthenticated,
+)
+from signoff.service import Service
+from signoff.testing import ADMIN, AGENT, APPROVER, CapturedEvents, FakeClock
+
+BOB = Principal(name="bob", role="approver")
+ARGS: dict[str, Any] = {"command": "rm -rf build", "cwd": "/srv"}
+
+
+async def submit(service: Service, **over: Any) -> Request:
+    """Submit a shell call (or whatever ``over`` says) as the test agent."""
+    body: dict[str, Any] = {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS}
+    body.update(over)
+    return (await service.submit(body, AGENT)).request
+
+
+async def snapshot(service: Service, request_id: str) -> tuple[int, int, int]:
+    """(version, audit entries, events) to prove a refused operation changed nothing."""
+    request = await service.get(request_id)
+    return (
+        request.version,
+        len(await service.audit()),
+        await service.store.last_event_seq(),
+    )
+
+
+async def test_full_lifecycle_emits_events_and_audits(service: Service) -> None:
+    """submit, approve, claim, complete: each step is one event and one audit entry."""
+    events = CapturedEvents(service)
+    request = await submit(service)
+    assert request.status == "pending" and request.requested_by == "agent"
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    claimed = await service.claim(request.id, ARGS, AGENT)
+    assert claimed.status == "executing"
+    done = await service.complete(request.id, AGENT, result={"exit": 0})
+    assert done.status == "completed"
+    assert isinstance(done, ApprovalRequest) and done.result is not None
+    assert done.result.result == {"exit": 0}
+    assert events.types == ["created", "decided", "status", "result"]
+    actions = [e.action for e in await service.audit(request.id)]
+    assert actions == ["submit", "decide", "claim", "complete"]
+    decide_entry = (await service.audit(request.id))[1]
+    assert decide_entry.actor == "alice"
+    assert decide_entry.details["seen"]["args"] == ARGS  # type: ignore[index,call-overload]
+    assert (await service.verify_audit()).ok
+
+
+async def test_idempotent_submit(service: Service) -> None:
+    """The same session + tool_call_id, or the same idempotency key, returns the first request."""
+    first = await service.submit(
+        {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1"}, AGENT
+    )
+    again = await service.submit(
+        {"session_id": "s1", "tool_name": "shell", "tool_args": {}, "tool_call_id": "c1"}, AGENT
+    )
+    assert first.created and not again.created
+    assert again.request.id == first.request.id
+    keyed = await service.submit({"session_id": "s9", "kind": "questions", "questions": ["?"],
+                                  "idempotency_key": "k"}, AGENT)  # fmt: skip
+    keyed_again = await service.submit(
+        {"session_id": "s8", "kind": "questions", "questions": ["!"], "idempotency_key": "k"},
+        AGENT,
+    )
+    assert keyed_again.request.id == keyed.request.id
+    concurrent = await asyncio.gather(
+        *(
+            service.submit(
+                {"session_id": "s2", "tool_name": "t", "tool_args": {}, "tool_call_id": "same"},
+                AGENT,
+            )
+            for _ in range(10)
+        )
+    )
+    assert len({s.request.id for s in concurrent}) == 1
+    assert sum(s.created for s in concurrent) == 1
+
+
+async def test_fifty_concurrent_deciders_one_winner(service: Service) -> None:
+    """Of 50 concurrent decisions on one request exactly one wins; 49 get InvalidTransition."""
+    request = await submit(service)
+    deciders = [Principal(name=f"approver{n}", role="approver") for n in range(50)]
+    results = await asyncio.gather(
+        *(
+            service.decide(
+                request.id, {"type": "approve"} if n % 2 else {"type": "reject"}, who
+            )
+            for n, who in enumerate(deciders)
+        ),
+        return_exceptions=True,
+    )
+    winners = [r for r in results if not isinstance(r, BaseException)]
+    losers = [r for r in results if isinstance(r, BaseException)]
+    assert len(winners) == 1
+    assert len(losers) == 49 and all(isinstance(e, InvalidTransition) for e in losers)
+    final = await service.get(request.id)
+    assert final.version == 2
+    assert [e.action for e in await service.audit(request.id)] == ["submit", "decide"]
+
+
+async def test_eight_concurrent_claimers_one_execution(service: Service) -> None:
+    """Of 8 concurrent claims on an approved call exactly one moves it to executing."""
+    request = await submit(service)
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    results = await asyncio.gather(
+        *(service.claim(request.id, ARGS, AGENT) for _ in range(8)), return_exceptions=True
+    )
+    assert sum(not isinstance(r, BaseException) for r in results) == 1
+    assert all(isinstance(r, InvalidTransition) for r in results if isinstance(r, BaseException))
+    assert [e.action for e in await service.audit(request.id)].count("claim") == 1
+
+
+async def test_claim_binds_to_the_approved_args(service: Service) -> None:
+    """Only the approved (possibly edited) args can be claimed; other args change nothing."""
+    request = await submit(service)
+    edited = {"command": "rm -rf build/tmp", "cwd": "/srv"}
+    await service.decide(request.id, {"type": "approve", "args": edited}, APPROVER)
+    before = await snapshot(service, request.id)
+    with pytest.raises(ArgsMismatch):
+        await service.claim(request.id, ARGS, AGENT)
+    with pytest.raises(ArgsMismatch):
+        await service.claim(request.id, {**edited, "extra": True}, AGENT)
+    assert await snapshot(service, request.id) == before
+    key_order = {"cwd": "/srv", "command": "rm -rf build/tmp"}
+    assert (await service.claim(request.id, key_order, AGENT)).status == "executing"
+
+
+async def test_unapproved_calls_cannot_be_claimed(service: Service) -> None:
+    """Pending, rejected and expired requests cannot be claimed."""
+    pending = await submit(service)
+    with pytest.raises(InvalidTransition):
+        await service.claim(pending.id, ARGS, AGENT)
+    await service.decide(pending.id, {"type": "reject", "reason": "no"}, APPROVER)
+    with pytest.raises(InvalidTransition):
+        await service.claim(pending.id, ARGS, AGENT)
+
+
+async def test_bad_input_changes_nothing(service: Service) -> None:
+    """Each kind of bad input raises its own error and leaves state untouched."""
+    choice = await submit(service, kind="choice", prompt="Which?", options=["a", "b"],
+                          tool_name=None, tool_args=None)  # fmt: skip
+    approval = await submit(service)
+    before = [await snapshot(service, choice.id), await snapshot(service, approval.id)]
+    with pytest.raises(RequestNotFound):
+        await service.decide("req_nope", {"type": "approve"}, APPROVER)
+    with pytest.raises(InvalidDecision, match="not allowed"):
+        await service.decide(choice.id, {"type": "approve"}, APPROVER)
+    with pytest.raises(InvalidDecision, match="not one of the options"):
+        await service.decide(choice.id, {"type": "choose", "choice": "c"}, APPROVER)
+    with pytest.raises(InvalidDecision):
+        await service.decide(choice.id, {"type": "choose", "choices": ["a", "b"]}, APPROVER)
+    with pytest.raises(InvalidDecision):
+        await service.decide(approval.id, {"type": "teleport"}, APPROVER)
+    with pytest.raises(InvalidDecision):
+        await service.decide(approval.id, {"type": "respond", "feedback": ""}, APPROVER)
+    with pytest.raises(NotAllowed):
+        await service.decide(approval.id, {"type": "approve"}, AGENT)
+    after = [await snapshot(service, choice.id), await snapshot(service, approval.id)]
+    assert after == before
+    await service.decide(approval.id, {"type": "reject", "reason": "no"}, APPROVER)
+    finished = await snapshot(service, approval.id)
+    with pytest.raises(InvalidTransition, match="not pending"):
+        await service.decide(approval.id, {"type": "approve"}, APPROVER)
+    assert await snapshot(service, approval.id) == finished
+
+
+async def test_invalid_submissions_name_the_field(service: Service) -> None:
+    """A malformed submit raises InvalidRequest naming what is wrong, and stores nothing."""
+    cases = [
+        ({"session_id": "s", "kind": "approval"}, "tool_name"),
+        ({"session_id": "s", "kind": "choice", "prompt": "p", "options": []}, "option"),
+        ({"session_id": "s", "kind": "choice", "prompt": "p", "options": ["a", "a"]}, "distinct"),
+        ({"session_id": "s", "tool_name": "t", "options": ["a"]}, "options"),
+        ({"session_id": "s", "tool_name": "t", "tool_args": "ls"}, "tool_args"),
+        ({"session_id": "", "tool_name": "t"}, "session_id"),
+        ({"session_id": "s", "tool_name": "t", "expires_in": -1}, "expires_in"),
+        ({"session_id": "s", "tool_name": "t", "allowed_decisions": ["choose"]}, "allowed"),
+        ({"session_id": "s", "tool_name": "t", "surprise": 1}, "surprise"),
+    ]
+    for body, word in cases:
+        with pytest.raises(InvalidRequest, match=word):
+            await service.submit(body, AGENT)
+    assert await service.store.last_event_seq() == 0
+    with pytest.raises(NotAllowed):
+        await service.submit({"session_id": "s", "tool_name": "t"}, APPROVER)
+
+
+async def test_decisions_per_kind(service: Service) -> None:
+    """choose (single, multi, free text), answer and respond record what was decided."""
+    single = await submit(service, kind="choice", prompt="p", options=["a", "b"],
+                          tool_name=None, tool_args=None)  # fmt: skip
+    decided = await service.decide(single.id, {"type": "choose", "choice": "b"}, APPROVER)
+    assert decided.status == "approved"
+    assert decided.decision is not None and decided.decision.extra == {"choices": ["b"]}
+    multi = await submit(service, kind="choice", prompt="p", options=["a", "b", "c"],
+                         multi_select=True, allow_other=True, tool_name=None, tool_args=None)  # fmt: skip
+    decided = await service.decide(multi.id, {"type": "choose", "choices": ["c", "mine"]}, BOB)
+    assert decided.decision is not None and decided.decision.extra == {"choices": ["c", "mine"]}
+    questions = await submit(service, kind="questions", tool_name=None, tool_args=None,
+                             questions=[{"id": "why", "text": "Why?", "required": True}, "When?"])  # fmt: skip
+    with pytest.raises(InvalidDecision, match="needs an answer"):
+        await service.decide(questions.id, {"type": "answer", "answers": {"q2": "now"}}, APPROVER)
+    with pytest.raises(InvalidDecision, match="unknown question"):
+        await service.decide(questions.id, {"type": "answer", "answers": {"zz": "x"}}, APPROVER)
+    answered = await service.decide(
+        questions.id, {"type": "answer", "answers": {"why": "because"}, "feedback": "ok"}, APPROVER
+    )
+    assert answered.status == "approved"
+    call = await submit(service)
+    responded = await service.decide(call.id, {"type": "respond", "feedback": "use make"}, BOB)
+    assert responded.status == "rejected"
+    assert responded.decision is not None and responded.decision.decision.type == "respond"
+    narrowed = await submit(service, allowed_decisions=["reject"])
+    with pytest.raises(InvalidDecision, match="not allowed"):
+        await service.decide(narrowed.id, {"type": "approve"}, APPROVER)
+
+
+async def test_wait_is_woken_by_the_decision(service: Service) -> None:
+    """wait returns as soon as another task decides, long before its timeout."""
+    request = await submit(service)
+    waiter = asyncio.create_task(service.wait(request.id, timeout=30))
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    decided = await asyncio.wait_for(waiter, timeout=5)
+    assert decided.status == "approved"
+    timed_out = await service.wait((await submit(service)).id, timeout=0.05)
+    assert timed_out.status == "pending"
+
+
+async def test_wait_applies_expiry_when_due(service: Service, clock: FakeClock) -> None:
+    """A waiter sees an overdue request expire (rejected by default) without a sweeper."""
+    request = await submit(service, expires_in=5)
+    clock.advance(6)
+    expired = await service.wait(request.id, timeout=1)
+    assert expired.status == "expired"
+    assert [e.action for e in await service.audit(request.id)] == ["submit", "expire"]
+
+
+async def test_expiry_policies(service: Service, clock: FakeClock) -> None:
+    """on_expire reject (default) expires; approve approves; default picks the default answer."""
+    rejecting = await submit(service, expires_in=10)
+    approving = await submit(service, expires_in=10, on_expire="approve")
+    choosing = await submit(service, kind="choice", prompt="p", options=["a", "b"],
+                            expires_in=10, on_expire="default", default_choice="b",
+                            tool_name=None, tool_args=None)  # fmt: skip
+    answering = await submit(service, kind="questions", questions=["Q?"], expires_in=10,
+                             on_expire="default", default_answers={"q1": "later"},
+                             tool_name=None, tool_args=None)  # fmt: skip
+    later = await submit(service, expires_in=100)
+    clock.advance(9)
+    assert await service.expire_due() == 0
+    clock.advance(2)
+    assert await service.expire_due() == 4
+    assert (await service.get(rejecting.id)).status == "expired"
+    approved = await service.get(approving.id)
+    assert approved.status == "approved"
+    assert (await service.claim(approving.id, ARGS, AGENT)).status == "executing"
+    chose = await service.get(choosing.id)
+    assert chose.decision is not None and chose.decision.extra == {"choices": ["b"]}
+    answered = await service.get(answering.id)
+    assert answered.status == "approved" and answered.decision is not None
+    assert answered.decision.decided_by == "expiry"
+    assert (await service.get(later.id)).status == "pending"
+    with pytest.raises(InvalidTransition):
+        await service.decide(rejecting.id, {"type": "approve"}, APPROVER)
+
+
+async def test_decision_after_expiry_time_is_refused(service: Service, clock: FakeClock) -> None:
+    """A decision arriving after the expiry time loses even if no sweeper ran."""
+    request = await submit(service, expires_in=5)
+    clock.advance(5)
+    with pytest.raises(InvalidTransition):
+        await service.decide(request.id, {"type": "approve"}, APPROVER)
+    assert (await service.get(request.id)).status == "expired"
+
+
+async def test_sweeper_expires_in_the_background(service: Service, clock: FakeClock) -> None:
+    """The background sweeper expires overdue requests on its own."""
+    request = await submit(service, expires_in=1)
+    clock.advance(2)
+    service.start_sweeper(interval=0.01)
+    for _ in range(200):
+        if (await service.get(request.id)).status == "expired":
+            break
+        await asyncio.sleep(0.01)
+    await service.stop_sweeper()
+    assert (await service.get(request.id)).status == "expired"
+
+
+async def test_standing_grants(service: Service, clock: FakeClock) -> None:
+    """session and always grants approve later matching calls at submit until revoked/expired."""
+    first = await submit(service)
+    await service.decide(first.id, {"type": "approve", "scope": "session"}, APPROVER)
+    same_session = await submit(service, tool_args={"command": "ls"})
+    assert same_session.status == "approved"
+    assert same_session.grant_id is not None
+    entry = (await service.audit(same_session.id))[-1]
+    assert entry.actor == "grant" and entry.details["grant_id"] == same_session.grant_id
+    assert (await submit(service, session_id="s2")).status == "pending"
+    assert (await submit(service, tool_name="other")).status == "pending"
+    grants = await service.list_grants()
+    assert len(grants) == 1 and grants[0].scope == "session"
+    await service.revoke_grant(grants[0].id, APPROVER)
+    assert (await submit(service)).status == "pending"
+    with pytest.raises(InvalidTransition):
+        await service.revoke_grant(grants[0].id, APPROVER)
+    with pytest.raises(GrantNotFound):
+        await service.revoke_grant("grt_nope", APPROVER)
+    with pytest.raises(NotAllowed):
+        await service.revoke_grant(grants[0].id, AGENT)
+    patterned = await submit(service, session_id="s3", tool_args={"path": "src/a.py"})
+    await service.decide(
+        patterned.id,
+        {"type": "approve", "scope": "always", "args_pattern": {"path": "src/*"}},
+        APPROVER,
+    )
+    assert (await submit(service, session_id="s4", tool_args={"path": "src/b.py"})).status == (
+        "approved"
+    )
+    assert (await submit(service, session_id="s4", tool_args={"path": "/etc/x"})).status == (
+        "pending"
+    )
+    clock.advance(31 * 24 * 3600)
+    assert (await submit(service, session_id="s4", tool_args={"path": "src/c"})).status == (
+        "pending"
+    )
+    assert await service.list_grants(live_only=True) == []
+
+
+async def test_self_approval_and_designated_approvers(store: Any, clock: FakeClock) -> None:
+    """The requester may not approve their own call; only designated approvers may decide."""
+    policy = Policy.from_toml(
+        '[tools]\nneed_approval = ["*"]\n[governance]\napprovers = ["alice", "root"]\n'
+    )
+    service = Service(store, policy=policy, clock=clock, read_file=None)
+    own = (await service.submit({"session_id": "s", "tool_name": "t"}, ADMIN)).request
+    with pytest.raises(NotAllowed, match="own request"):
+        await service.decide(own.id, {"type": "approve"}, ADMIN)
+    assert (await service.decide(own.id, {"type": "reject"}, ADMIN)).status == "rejected"
+    other = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+    with pytest.raises(NotAllowed, match="designated"):
+        await service.decide(other.id, {"type": "approve"}, BOB)
+    assert (await service.decide(other.id, {"type": "approve"}, APPROVER)).status == "approved"
+
+
+async def test_quorum_of_two(store: Any, clock: FakeClock) -> None:
+    """A request needing two approvals stays pending after one, records both, and any reject ends it."""
+    policy = Policy.from_toml('[governance]\nquorum = 2\n[tools]\nneed_approval = ["*"]\n')
+    service = Service(store, policy=policy, clock=clock, read_file=None)
+    events = CapturedEvents(service)
+    request = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+    first = await service.decide(request.id, {"type": "approve"}, APPROVER)
+    assert first.status == "pending" and len(first.votes) == 1
+    with pytest.raises(NotAllowed, match="already approved"):
+        await service.decide(request.id, {"type": "approve"}, APPROVER)
+    with pytest.raises(InvalidDecision, match="same arguments"):
+        await service.decide(request.id, {"type": "approve", "args": {"x": 1}}, BOB)
+    second = await service.decide(request.id, {"type": "approve"}, BOB)
+    assert second.status == "approved"
+    assert [v.decided_by for v in second.votes] == ["alice", "bob"]
+    assert events.types == ["created", "status", "decided"]
+    other = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+    await service.decide(other.id, {"type": "approve"}, APPROVER)
+    assert (await service.decide(other.id, {"type": "reject"}, BOB)).status == "rejected"
+
+
+async def test_policy_decides_at_submit(store: Any, clock: FakeClock) -> None:
+    """Policy deny rejects and allow approves at submit; the audit names the rule."""
+    policy = Policy.from_toml(
+        '[tools]\nneed_approval = ["shell"]\n'
+        '[[rules]]\ntool = "shell"\nargs = { command = "rm *" }\naction = "deny"\nname = "no-rm"\n'
+    )
+    service = Service(store, policy=policy, clock=clock, read_file=None)
+    denied = (await service.submit({"session_id": "s", "tool_name": "shell",
+                                    "tool_args": ARGS}, AGENT)).request  # fmt: skip
+    assert denied.status == "rejected"
+    assert "no-rm" in str((await service.audit(denied.id))[-1].details["policy"])
+    allowed = (await service.submit({"session_id": "s", "tool_name": "read"}, AGENT)).request
+    assert allowed.status == "approved"
+    assert (await service.claim(allowed.id, {}, AGENT)).status == "executing"
+    asked = (await service.submit({"session_id": "s", "tool_name": "shell",
+                                   "tool_args": {"command": "ls"}}, AGENT)).request  # fmt: skip
+    assert asked.status == "pending" and asked.policy_note is not None
+
+
+async def test_cancel_fail_and_batch(service: Service) -> None:
+    """cancel by the asker, fail after a claim, and decide_many with per-id outcomes."""
+    mine = await submit(service)
+    with pytest.raises(NotAllowed):
+        await service.cancel(mine.id, BOB)
+    assert (await service.cancel(mine.id, AGENT, "changed my mind")).status == "canceled"
+    with pytest.raises(InvalidTransition):
+        await service.cancel(mine.id, AGENT)
+    run = await submit(service)
+    await service.decide(run.id, {"type": "approve"}, APPROVER)
+    await service.claim(run.id, ARGS, AGENT)
+    failed = await service.fail(run.id, AGENT, "disk full")
+    assert failed.status == "failed"
+    with pytest.raises(InvalidTransition):
+        await service.complete(run.id, AGENT)
+    a, b = await submit(service), await submit(service)
+    outcomes = await service.decide_many(
+        [a.id, "req_missing", mine.id, b.id], {"type": "approve"}, APPROVER
+    )
+    by_id = {o.id: o for o in outcomes}
+    assert by_id[a.id].status == "approved" and by_id[b.id].status == "approved"
+    assert isinstance(by_id["req_missing"].error, RequestNotFound)
+    assert isinstance(by_id[mine.id].error, InvalidTransition)
+    with pytest.raises(InvalidDecision):
+        await service.decide_many([a.id], {"type": "nope"}, APPROVER)
+
+
+async def test_tokens_are_stored_hashed_and_authenticate(service: Service) -> None:
+    """A created token authenticates as its principal; the store holds only its hash."""
+    token, record = await service.create_token("ci-bot", "agent")
+    assert token not in record.model_dump_json()
+    principal = await service.authenticate(token)
+    assert principal == Principal(name="ci-bot", role="agent")
+    with pytest.raises(Unauthenticated):
+        await service.authenticate(token + "x")
+    with pytest.raises(InvalidRequest):
+        await service.create_token("", "agent")
+
+
+async def test_agents_see_only_their_own_requests(service: Service) -> None:
+    """An agent cannot see another agent's request; approvers see all."""
+    request = await submit(service)
+    other = Principal(name="other-agent", role="agent")
+    with pytest.raises(RequestNotFound):
+        await service.get(request.id, other)
+    assert (await service.get(request.id, APPROVER)).id == request.id
+    from signoff.store.base import RequestQuery
+
+    assert (await service.list_requests(RequestQuery(), other)).items == []
+    assert len((await service.list_requests(RequestQuery(), AGENT)).items) == 1
+
+
+async def test_failed_write_publishes_nothing(service: Service) -> None:
+    """A losing concurrent decision emits no event: events follow commits only."""
+    request = await submit(service)
+    events = CapturedEvents(service)
+    results = await asyncio.gather(
+        service.decide(request.id, {"type": "approve"}, APPROVER),
+        service.decide(request.id, {"type": "reject"}, BOB),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, SignoffError) for r in results) == 1
+    assert events.types == ["decided"]
