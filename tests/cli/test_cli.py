@@ -186,6 +186,14 @@ def test_policy_deny_and_allow_decide_at_submit(cli: Run, project: Path) -> None
     assert allowed.returncode == 0
     check = cli("policy", "check", "shell", "--args", '{"command": "ls"}')
     assert check.returncode == 0 and "ask" in check.stdout
+    deny = cli("policy", "check", "shell", "--args", '{"command": "rm x"}', "--exit-code")
+    assert deny.returncode == 1 and 'rules[0] "no-rm"' in deny.stdout
+    (project / ".signoff" / "tools.toml").write_text('[tools]\nneed_aproval = ["shell"]\n')
+    broken = cli("policy", "check", "shell")
+    assert broken.returncode == 3
+    assert broken.stderr.startswith("error: ") and "need_aproval" in broken.stderr
+    refused = cli("submit", "--tool", "shell")
+    assert refused.returncode == 3 and "Traceback" not in refused.stderr
 
 
 def test_session_grant_approves_later_calls_until_revoked(cli: Run) -> None:

@@ -1,0 +1,70 @@
+"""The in-process bus and the event-log follower that brings in other processes' events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from signoff.bus.follower import EventLogFollower
+from signoff.bus.local import LocalBus
+from signoff.service import Service
+from signoff.store.sqlite import SQLiteStore
+from signoff.testing import AGENT, APPROVER, memory_service
+
+
+async def test_subscriptions_filter_by_request_and_session() -> None:
+    """A subscriber sees only the requests or sessions it asked for."""
+    service = memory_service()
+    a = (await service.submit({"session_id": "s1", "tool_name": "t"}, AGENT)).request
+    only_a = service.bus.subscribe(request_id=a.id)
+    only_s2 = service.bus.subscribe(session_id="s2")
+    everything = service.bus.subscribe()
+    b = (await service.submit({"session_id": "s2", "tool_name": "t"}, AGENT)).request
+    await service.decide(a.id, {"type": "approve"}, APPROVER)
+    got_a = [only_a.get_nowait(), only_a.get_nowait()]
+    assert [e.request.id if e else None for e in got_a] == [a.id, None]
+    first_s2 = only_s2.get_nowait()
+    assert first_s2 is not None and first_s2.request.id == b.id
+    assert only_s2.get_nowait() is None
+    assert everything.get_nowait() is not None and everything.get_nowait() is not None
+    for sub in (only_a, only_s2, everything):
+        sub.close()
+    assert isinstance(service.bus, LocalBus) and service.bus.subscriber_count == 0
+
+
+async def test_slow_subscriber_is_marked_lagged_not_blocking() -> None:
+    """A full subscriber is marked lagged; publishing carries on for everyone else."""
+    bus = LocalBus(maxsize=2)
+    service = Service(memory_service().store, bus=bus, read_file=None)
+    slow = bus.subscribe()
+    other = bus.subscribe(session_id="s9")
+    for _ in range(3):
+        await service.submit({"session_id": "s9", "tool_name": "t"}, AGENT)
+    assert slow.lagged and other.lagged
+    fresh = bus.subscribe()
+    await service.submit({"session_id": "s9", "tool_name": "t"}, AGENT)
+    assert fresh.get_nowait() is not None and not fresh.lagged
+
+
+async def test_follower_publishes_what_another_process_wrote(tmp_path: Path) -> None:
+    """Events committed through a second store on the same file reach this process's bus once."""
+    path = tmp_path / "signoff.db"
+    here = Service(SQLiteStore(path), read_file=None)
+    there = Service(SQLiteStore(path), read_file=None)
+    async with here, there:
+        follower = EventLogFollower(here.store, here.bus, interval=0.01)
+        await follower.start()
+        subscription = here.bus.subscribe()
+        local = (await here.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+        remote = (await there.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+        await there.decide(local.id, {"type": "approve"}, APPROVER)
+        assert await follower.poll_once() >= 0
+        seen = []
+        while (event := await subscription.get(timeout=1)) is not None:
+            seen.append((event.type, event.request.id))
+            if len(seen) == 3:
+                break
+        await follower.poll_once()
+        assert subscription.get_nowait() is None
+        await follower.stop()
+        subscription.close()
+    assert seen == [("created", local.id), ("created", remote.id), ("decided", local.id)]

@@ -1,0 +1,77 @@
+"""Diff previews of file-writing calls, from real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from signoff.domain.previews import file_edit_preview
+from signoff.service import read_text_file
+
+
+def test_whole_content_write_of_an_existing_file(tmp_path: Path) -> None:
+    """path + content gives old, new and a unified diff with the changed line."""
+    target = tmp_path / "app.py"
+    target.write_text("a = 1\nb = 2\n")
+    preview = file_edit_preview({"path": str(target), "content": "a = 1\nb = 3\n"}, read_text_file)
+    assert preview is not None and preview.exists
+    assert preview.old == "a = 1\nb = 2\n" and preview.new == "a = 1\nb = 3\n"
+    assert "-b = 2" in preview.diff and "+b = 3" in preview.diff
+
+
+def test_new_file(tmp_path: Path) -> None:
+    """A file that does not exist yet diffs from empty."""
+    preview = file_edit_preview(
+        {"file_path": str(tmp_path / "new.txt"), "content": "hello\n"}, read_text_file
+    )
+    assert preview is not None and not preview.exists
+    assert preview.old == "" and "+hello" in preview.diff
+
+
+def test_replace_edit(tmp_path: Path) -> None:
+    """path + old_string + new_string previews the replacement."""
+    target = tmp_path / "conf.ini"
+    target.write_text("debug = false\nport = 80\n")
+    preview = file_edit_preview(
+        {"path": str(target), "old_string": "port = 80", "new_string": "port = 8080"},
+        read_text_file,
+    )
+    assert preview is not None
+    assert preview.new == "debug = false\nport = 8080\n"
+    assert "-port = 80" in preview.diff and "+port = 8080" in preview.diff
+    assert preview.note is None
+
+
+def test_replace_edit_with_missing_old_string_says_so(tmp_path: Path) -> None:
+    """An old string not in the file is flagged: the edit would change nothing."""
+    target = tmp_path / "x.txt"
+    target.write_text("abc\n")
+    preview = file_edit_preview(
+        {"path": str(target), "old_str": "zzz", "new_str": "y"}, read_text_file
+    )
+    assert preview is not None and preview.note is not None and preview.diff == ""
+
+
+def test_other_calls_get_no_preview() -> None:
+    """Args that do not write a file get no preview."""
+    assert file_edit_preview({"command": "ls"}, read_text_file) is None
+    assert file_edit_preview({"path": "x"}, read_text_file) is None
+
+
+async def test_submit_stores_the_preview(tmp_path: Path) -> None:
+    """The service reads the file at submit and keeps old, new and diff on the request."""
+    from signoff.domain.requests import ApprovalRequest
+    from signoff.service import Service
+    from signoff.store.memory import MemoryStore
+    from signoff.testing import AGENT
+
+    target = tmp_path / "README"
+    target.write_text("one\n")
+    service = Service(MemoryStore())
+    submitted = await service.submit(
+        {"session_id": "s", "tool_name": "write_file",
+         "tool_args": {"path": str(target), "content": "two\n"}},
+        AGENT,
+    )  # fmt: skip
+    request = submitted.request
+    assert isinstance(request, ApprovalRequest) and request.preview is not None
+    assert request.preview.old == "one\n" and "+two" in request.preview.diff
