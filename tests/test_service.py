@@ -102,9 +102,7 @@ async def test_fifty_concurrent_deciders_one_winner(service: Service) -> None:
     deciders = [Principal(name=f"approver{n}", role="approver") for n in range(50)]
     results = await asyncio.gather(
         *(
-            service.decide(
-                request.id, {"type": "approve"} if n % 2 else {"type": "reject"}, who
-            )
+            service.decide(request.id, {"type": "approve"} if n % 2 else {"type": "reject"}, who)
             for n, who in enumerate(deciders)
         ),
         return_exceptions=True,
@@ -186,7 +184,7 @@ async def test_bad_input_changes_nothing(service: Service) -> None:
 
 async def test_invalid_submissions_name_the_field(service: Service) -> None:
     """A malformed submit raises InvalidRequest naming what is wrong, and stores nothing."""
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"session_id": "s", "kind": "approval"}, "tool_name"),
         ({"session_id": "s", "kind": "choice", "prompt": "p", "options": []}, "option"),
         ({"session_id": "s", "kind": "choice", "prompt": "p", "options": ["a", "a"]}, "distinct"),
@@ -212,12 +210,25 @@ async def test_decisions_per_kind(service: Service) -> None:
     decided = await service.decide(single.id, {"type": "choose", "choice": "b"}, APPROVER)
     assert decided.status == "approved"
     assert decided.decision is not None and decided.decision.extra == {"choices": ["b"]}
-    multi = await submit(service, kind="choice", prompt="p", options=["a", "b", "c"],
-                         multi_select=True, allow_other=True, tool_name=None, tool_args=None)  # fmt: skip
+    multi = await submit(
+        service,
+        kind="choice",
+        prompt="p",
+        options=["a", "b", "c"],
+        multi_select=True,
+        allow_other=True,
+        tool_name=None,
+        tool_args=None,
+    )
     decided = await service.decide(multi.id, {"type": "choose", "choices": ["c", "mine"]}, BOB)
     assert decided.decision is not None and decided.decision.extra == {"choices": ["c", "mine"]}
-    questions = await submit(service, kind="questions", tool_name=None, tool_args=None,
-                             questions=[{"id": "why", "text": "Why?", "required": True}, "When?"])  # fmt: skip
+    questions = await submit(
+        service,
+        kind="questions",
+        tool_name=None,
+        tool_args=None,
+        questions=[{"id": "why", "text": "Why?", "required": True}, "When?"],
+    )
     with pytest.raises(InvalidDecision, match="needs an answer"):
         await service.decide(questions.id, {"type": "answer", "answers": {"q2": "now"}}, APPROVER)
     with pytest.raises(InvalidDecision, match="unknown question"):
@@ -365,7 +376,7 @@ async def test_self_approval_and_designated_approvers(store: Any, clock: FakeClo
 
 
 async def test_quorum_of_two(store: Any, clock: FakeClock) -> None:
-    """A request needing two approvals stays pending after one, records both, and any reject ends it."""
+    """Needing two approvals, a request stays pending after one; any reject ends it."""
     policy = Policy.from_toml('[governance]\nquorum = 2\n[tools]\nneed_approval = ["*"]\n')
     service = Service(store, policy=policy, clock=clock, read_file=None)
     events = CapturedEvents(service)

@@ -243,10 +243,9 @@ def test_choice_and_questions_from_the_command_line(cli: Run, tmp_path: Path) ->
     """choose validates against the options; answer records per-question answers."""
     import asyncio
 
-    from signoff.store.sqlite import SQLiteStore
-
     from signoff.domain.principals import Principal
     from signoff.service import Service
+    from signoff.store.sqlite import SQLiteStore
 
     agent = Principal(name="bot", role="agent")
 

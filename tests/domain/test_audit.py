@@ -80,9 +80,7 @@ def test_relinked_forgery_breaks_at_the_first_changed_entry() -> None:
     """Even re-hashing a changed entry breaks the link to the next one."""
     entries = chain(4)
     forged_draft = AuditDraft(action="decide", actor="mallory", request_id="req_2", details={})
-    forged_hash = entry_hash(
-        prev_hash=entries[0].hash, seq=2, at=entries[1].at, draft=forged_draft
-    )
+    forged_hash = entry_hash(prev_hash=entries[0].hash, seq=2, at=entries[1].at, draft=forged_draft)
     entries[1] = committed_entry(
         forged_draft, seq=2, at=entries[1].at, prev_hash=entries[0].hash, hash=forged_hash
     )

@@ -22,7 +22,9 @@ _EXIT_CODES = {"allow": 0, "deny": 1, "ask": 2}
 @policy_app.command("check")
 def check(
     tool: Annotated[str, typer.Argument(help="The tool name.")],
-    args: Annotated[str, typer.Option("--args", help="The call's arguments, a JSON object.")] = "{}",
+    args: Annotated[
+        str, typer.Option("--args", help="The call's arguments, a JSON object.")
+    ] = "{}",
     project_dir: Annotated[
         Path | None,
         typer.Option(help="Look for .signoff/tools.toml from here (default: the current dir)."),

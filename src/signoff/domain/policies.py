@@ -225,7 +225,7 @@ class Policy:
 
     @classmethod
     def load(cls, project_dir: Path | None = None, *, global_path: Path | None = None) -> Policy:
-        """The project's tools.toml (nearest to ``project_dir``, default cwd) over the global one."""
+        """The project's tools.toml (nearest to ``project_dir``, default cwd) over the global."""
         paths = [project_policy_path(project_dir or Path.cwd())]
         glob_path = global_path if global_path is not None else global_policy_path()
         paths.append(glob_path if glob_path.is_file() else None)

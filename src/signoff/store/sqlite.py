@@ -327,7 +327,7 @@ class SQLiteStore:
             where.append("(created_us, id) < (?, ?)")
             params += [created_us, request_id]
         sql = (
-            "SELECT created_us, id, data FROM requests"
+            "SELECT created_us, id, data FROM requests"  # noqa: S608
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_us DESC, id DESC LIMIT ?"
         )
@@ -376,7 +376,7 @@ class SQLiteStore:
             where.append("requested_by = ?")
             params.append(requested_by)
         sql = (
-            "SELECT data FROM grants"
+            "SELECT data FROM grants"  # noqa: S608
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_us DESC, id DESC"
         )
@@ -505,13 +505,13 @@ def _duplicate_row(
 
 
 def _row(request: Request, data: str) -> tuple[object, ...]:
-    is_call = isinstance(request, ApprovalRequest)
+    call = request if isinstance(request, ApprovalRequest) else None
     return (
         request.kind,
         request.status,
         request.session_id,
-        request.tool_name if is_call else None,
-        request.tool_call_id if is_call else None,
+        call.tool_name if call else None,
+        call.tool_call_id if call else None,
         request.requested_by,
         request.idempotency_key,
         to_micros(request.created_at),
