@@ -19,22 +19,29 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from signoff.domain.requests import ApprovalRequest, RequestAdapter
+from signoff.domain.requests import ApprovalRequest, RequestAdapter, Status
 from signoff.store.base import RequestQuery, to_micros
 from signoff.store.sqlite import SQLiteStore
 
 TARGET = "session-target"
 TARGET_PENDING = 60
-STATUSES = ("pending", "approved", "rejected", "completed", "expired", "canceled")
+STATUSES: tuple[Status, ...] = (
+    "pending",
+    "approved",
+    "rejected",
+    "completed",
+    "expired",
+    "canceled",
+)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def row(n: int, session: str, status: str) -> tuple[object, ...]:
+def row(n: int, session: str, status: Status) -> tuple[object, ...]:
     """One requests row with a valid serialized request."""
     created = T0 + timedelta(microseconds=n * 1000)
     request = ApprovalRequest(
         id=f"req_{n:012d}",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         session_id=session,
         requested_by="agent",
         created_at=created,
