@@ -20,11 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from signoff.store.sqlite import SQLiteStore
-
 from signoff.bus.local import LocalBus
 from signoff.domain.principals import Principal
 from signoff.service import Service
+from signoff.store.sqlite import SQLiteStore
 
 AGENT = Principal(name="bench-agent", role="agent")
 APPROVER = Principal(name="bench-approver", role="approver")

@@ -56,8 +56,15 @@ def _when(at: datetime | None) -> str:
 def requests_table(requests: list[Request]) -> Table:
     """A table of requests, one row each."""
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "kind", "status", "session", "by", "what", "created", "expires"):
-        table.add_column(column, overflow="fold" if column == "what" else "ellipsis")
+    # Ids are never cut: people copy them into the next command.
+    table.add_column("id", no_wrap=True, min_width=26)
+    table.add_column("kind", no_wrap=True, min_width=9)
+    table.add_column("status", no_wrap=True, min_width=9)
+    for column in ("session", "by"):
+        table.add_column(column, no_wrap=True, max_width=16)
+    table.add_column("what", no_wrap=True, overflow="ellipsis", max_width=40)
+    for column in ("created", "expires"):
+        table.add_column(column, no_wrap=True)
     for r in requests:
         table.add_row(
             Text(r.id),
