@@ -478,3 +478,17 @@ async def test_failed_write_publishes_nothing(service: Service) -> None:
     )
     assert sum(isinstance(r, SignoffError) for r in results) == 1
     assert events.types == ["decided"]
+
+
+async def test_governance_applies_to_choice_and_questions(store: Any, clock: FakeClock) -> None:
+    """The policy's [governance] table governs choice and questions requests too."""
+    policy = Policy.from_toml('[governance]\napprovers = ["alice"]\nquorum = 1\n')
+    service = Service(store, policy=policy, clock=clock, read_file=None)
+    body = {"session_id": "s", "kind": "choice", "prompt": "p", "options": ["a"]}
+    choice = (await service.submit(body, AGENT)).request
+    assert choice.approvers == ("alice",)
+    with pytest.raises(NotAllowed):
+        await service.decide(choice.id, {"type": "choose", "choice": "a"}, BOB)
+    assert (
+        await service.decide(choice.id, {"type": "choose", "choice": "a"}, APPROVER)
+    ).status == ("approved")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from pydantic import JsonValue, ValidationError
 
@@ -25,6 +25,7 @@ from signoff.domain.clock import Clock, system_clock
 from signoff.domain.decisions import Approve, Decision, DecisionAdapter, DecisionRecord
 from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
+from signoff.domain.policies import Governance, Policy, PolicyDecision
 from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, file_edit_preview
 from signoff.domain.principals import Principal, Role, TokenRecord, hash_token, new_token
 from signoff.domain.requests import ApprovalRequest, Request
@@ -51,9 +52,6 @@ from signoff.errors import (
     Unauthenticated,
 )
 from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
-
-if TYPE_CHECKING:
-    from signoff.domain.policies import Policy
 
 __all__ = ["SYSTEM", "BatchOutcome", "Service", "Submitted", "read_text_file", "validation_message"]
 
@@ -176,19 +174,23 @@ class Service:
             if existing is not None:
                 return Submitted(existing, created=False)
         now = self.clock()
-        verdict = None
-        if new.kind == "approval" and self.policy is not None:
-            assert new.tool_name is not None
-            verdict = self.policy.evaluate(new.tool_name, new.tool_args or {})
-        governance = verdict.governance if verdict is not None else None
+        verdict: PolicyDecision | None = None
+        governance = Governance()
+        if self.policy is not None:
+            if new.kind == "approval":
+                assert new.tool_name is not None
+                verdict = self.policy.evaluate(new.tool_name, new.tool_args or {})
+                governance = verdict.governance
+            else:
+                governance = self.policy.governance()
         preview = self._preview(new)
         request = build_request(
             new,
             requested_by=principal.name,
             now=now,
-            approvers=governance.approvers if governance else (),
-            quorum=governance.quorum if governance else 1,
-            allow_self_approval=governance.allow_self_approval if governance else False,
+            approvers=governance.approvers,
+            quorum=governance.quorum,
+            allow_self_approval=governance.allow_self_approval,
             policy_note=verdict.explain() if verdict is not None else None,
             preview=preview,
         )
@@ -223,7 +225,7 @@ class Service:
         return file_edit_preview(new.tool_args, self._read_file)
 
     async def _decide_at_submit(
-        self, request: Request, verdict: Any, now: datetime
+        self, request: Request, verdict: PolicyDecision | None, now: datetime
     ) -> tuple[Request, AuditDraft | None]:
         if not isinstance(request, ApprovalRequest):
             return request, None

@@ -242,6 +242,10 @@ class Policy:
         """A policy of one file given as text."""
         return cls([PolicyFile.parse(text, source)])
 
+    def governance(self) -> Governance:
+        """Who may decide requests no rule speaks of (choice and questions requests)."""
+        return self._governance(None)
+
     def _governance(self, rule: Rule | None) -> Governance:
         base = Governance()
         table = next((f.governance for f in self.files if f.governance is not None), None)
