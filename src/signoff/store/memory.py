@@ -93,19 +93,33 @@ class MemoryStore:
             return Committed(events=tuple(events), audit=tuple(audit))
 
     def _duplicate_of(self, new: Request) -> Request | None:
-        tool_call_id = new.tool_call_id if isinstance(new, ApprovalRequest) else None
+        return self._find_duplicate(
+            session_id=new.session_id,
+            tool_call_id=new.tool_call_id if isinstance(new, ApprovalRequest) else None,
+            requested_by=new.requested_by,
+            idempotency_key=new.idempotency_key,
+        )
+
+    def _find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
         for existing in self._requests.values():
             if (
                 tool_call_id is not None
                 and isinstance(existing, ApprovalRequest)
-                and existing.session_id == new.session_id
+                and existing.session_id == session_id
                 and existing.tool_call_id == tool_call_id
             ):
                 return existing
             if (
-                new.idempotency_key is not None
-                and existing.requested_by == new.requested_by
-                and existing.idempotency_key == new.idempotency_key
+                idempotency_key is not None
+                and existing.requested_by == requested_by
+                and existing.idempotency_key == idempotency_key
             ):
                 return existing
         return None
@@ -123,21 +137,12 @@ class MemoryStore:
         idempotency_key: str | None,
     ) -> Request | None:
         """Linear scan; fine for a store that lives in a test."""
-        for existing in self._requests.values():
-            if (
-                tool_call_id is not None
-                and isinstance(existing, ApprovalRequest)
-                and existing.session_id == session_id
-                and existing.tool_call_id == tool_call_id
-            ):
-                return existing
-            if (
-                idempotency_key is not None
-                and existing.requested_by == requested_by
-                and existing.idempotency_key == idempotency_key
-            ):
-                return existing
-        return None
+        return self._find_duplicate(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            requested_by=requested_by,
+            idempotency_key=idempotency_key,
+        )
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Filter, sort newest first, cut after the cursor."""
