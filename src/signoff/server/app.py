@@ -1,0 +1,261 @@
+"""The ASGI app: the public HTTP contract under ``/api/v1``, over one service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from signoff.domain.decisions import Decision, DecisionAdapter
+from signoff.domain.principals import Principal
+from signoff.domain.requests import RequestAdapter, RequestKind, Status
+from signoff.domain.submission import NewRequest
+from signoff.errors import NotAllowed
+from signoff.server.deps import API, current_principal, service_of
+from signoff.server.errors import install_error_handlers, status_of
+from signoff.server.events import events_router
+from signoff.server.limits import BodyLimit
+from signoff.service import Service
+from signoff.store.base import MAX_PAGE, RequestQuery
+
+__all__ = ["API", "create_app"]
+
+MAX_WAIT = 300.0
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BatchDecision(_Body):
+    """Decide several requests alike."""
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        min_length=1, max_length=500
+    )
+    type: Literal["approve", "reject"]
+    reason: str = Field(default="", max_length=20_000)
+
+
+class ClaimBody(_Body):
+    """The arguments about to run."""
+
+    args: dict[str, JsonValue]
+
+
+class ResultBody(_Body):
+    """What happened when the call ran."""
+
+    ok: bool
+    result: JsonValue = None
+    error: Annotated[str, Field(max_length=20_000)] | None = None
+
+
+class CancelBody(_Body):
+    """Why the request is withdrawn."""
+
+    reason: str = Field(default="", max_length=20_000)
+
+
+Caller = Annotated[Principal, Depends(current_principal)]
+ServiceDep = Annotated[Service, Depends(service_of)]
+
+
+def _dump(request: Any) -> dict[str, Any]:
+    out: dict[str, Any] = RequestAdapter.dump_python(request, mode="json")
+    return out
+
+
+def api_router() -> APIRouter:
+    """The REST endpoints of the public contract."""
+    router = APIRouter(prefix=API)
+
+    @router.post("/requests", status_code=201)
+    async def submit(
+        body: NewRequest,
+        service: ServiceDep,
+        caller: Caller,
+        response: Response,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> dict[str, Any]:
+        """Open a request; the same call id or Idempotency-Key again returns it with 200."""
+        if idempotency_key and body.idempotency_key is None:
+            body = body.model_copy(update={"idempotency_key": idempotency_key})
+        submitted = await service.submit(body, caller)
+        if not submitted.created:
+            response.status_code = 200
+        return _dump(submitted.request)
+
+    @router.get("/requests")
+    async def list_requests(
+        service: ServiceDep,
+        caller: Caller,
+        status: Status | None = None,
+        session_id: Annotated[str | None, Query(max_length=200)] = None,
+        kind: RequestKind | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        cursor: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> dict[str, Any]:
+        """Requests newest first, a page at a time."""
+        query = RequestQuery(
+            status=status, session_id=session_id, kind=kind, limit=limit, cursor=cursor
+        )
+        page = await service.list_requests(query, caller)
+        return {"items": [_dump(r) for r in page.items], "next_cursor": page.next_cursor}
+
+    @router.get("/requests/{request_id}")
+    async def get_request(request_id: str, service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """One request; 404 when unknown or not visible to the caller."""
+        return _dump(await service.get(request_id, caller))
+
+    @router.post("/requests/{request_id}/decision")
+    async def decide(
+        request_id: str, body: Decision, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Decide a pending request."""
+        await service.get(request_id, caller)
+        return _dump(await service.decide(request_id, body, caller))
+
+    @router.post("/decisions")
+    async def decide_many(
+        body: BatchDecision, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Decide several requests; each id gets its status or its error."""
+        if body.type == "approve":
+            decision: Decision = DecisionAdapter.validate_python({"type": "approve"})
+        else:
+            decision = DecisionAdapter.validate_python({"type": "reject", "reason": body.reason})
+        outcomes = await service.decide_many(body.ids, decision, caller)
+        results: list[dict[str, Any]] = []
+        for o in outcomes:
+            if o.error is None:
+                results.append({"id": o.id, "status": o.status})
+            else:
+                results.append(
+                    {
+                        "id": o.id,
+                        "error": type(o.error).__name__,
+                        "detail": o.error.message,
+                        "code": status_of(o.error),
+                    }
+                )
+        return {"results": results}
+
+    @router.get("/requests/{request_id}/wait")
+    async def wait(
+        request_id: str,
+        service: ServiceDep,
+        caller: Caller,
+        timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0,
+    ) -> dict[str, Any]:
+        """Long poll: returns once the request is no longer pending, or after ``timeout``."""
+        return _dump(await service.wait(request_id, timeout, caller))
+
+    @router.post("/requests/{request_id}/claim")
+    async def claim(
+        request_id: str, body: ClaimBody, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Take an approved call for execution: once, with the approved args only."""
+        await service.get(request_id, caller)
+        return _dump(await service.claim(request_id, body.args, caller))
+
+    @router.post("/requests/{request_id}/result")
+    async def result(
+        request_id: str, body: ResultBody, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Report what happened when a claimed call ran."""
+        await service.get(request_id, caller)
+        if body.ok:
+            return _dump(await service.complete(request_id, caller, body.result))
+        return _dump(await service.fail(request_id, caller, body.error or "failed"))
+
+    @router.post("/requests/{request_id}/cancel")
+    async def cancel(
+        request_id: str,
+        service: ServiceDep,
+        caller: Caller,
+        body: CancelBody | None = None,
+    ) -> dict[str, Any]:
+        """The asker withdraws a pending request."""
+        await service.get(request_id, caller)
+        return _dump(await service.cancel(request_id, caller, body.reason if body else ""))
+
+    @router.get("/grants")
+    async def grants(service: ServiceDep, caller: Caller, live: bool = True) -> dict[str, Any]:
+        """Standing grants (approvers and admins)."""
+        if caller.role == "agent":
+            raise NotAllowed("agents may not list grants")
+        items = await service.list_grants(live_only=live)
+        return {"items": [g.model_dump(mode="json") for g in items]}
+
+    @router.post("/grants/{grant_id}/revoke")
+    async def revoke(grant_id: str, service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Stop a standing grant approving anything more."""
+        return (await service.revoke_grant(grant_id, caller)).model_dump(mode="json")
+
+    @router.get("/audit")
+    async def audit(
+        service: ServiceDep,
+        caller: Caller,
+        request_id: Annotated[str | None, Query(max_length=100)] = None,
+    ) -> dict[str, Any]:
+        """The audit chain, all of it (admins) or one request's entries."""
+        if request_id is None and caller.role != "admin":
+            raise NotAllowed("only admins may read the whole audit log")
+        if request_id is not None:
+            await service.get(request_id, caller)
+        entries = await service.audit(request_id)
+        return {"items": [e.model_dump(mode="json") for e in entries]}
+
+    @router.get("/audit/verify")
+    async def audit_verify(service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Check the audit chain for edits, deletions and reordering."""
+        if caller.role != "admin":
+            raise NotAllowed("only admins may verify the audit log")
+        return (await service.verify_audit()).model_dump(mode="json")
+
+    @router.get("/me")
+    async def me(caller: Caller) -> dict[str, Any]:
+        """Who the token belongs to."""
+        return caller.model_dump()
+
+    return router
+
+
+def create_app(
+    service: Service, *, max_body: int = 1_048_576, sweep: bool = True, heartbeat: float = 15.0
+) -> FastAPI:
+    """The signoff ASGI app over an open ``service``."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if sweep:
+            service.start_sweeper()
+        try:
+            yield
+        finally:
+            await service.stop_sweeper()
+
+    app = FastAPI(
+        title="signoff",
+        summary="Human sign-off for what AI agents do.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    app.state.heartbeat = heartbeat
+    app.include_router(api_router())
+    app.include_router(events_router())
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        """Liveness: no authentication."""
+        return JSONResponse({"ok": True})
+
+    app.add_middleware(BodyLimit, max_body=max_body)
+    return app

@@ -1,0 +1,41 @@
+"""What every endpoint depends on: the service and who is asking."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Header, Request
+
+from signoff.domain.principals import Principal
+from signoff.errors import Unauthenticated
+from signoff.service import Service
+
+__all__ = ["API", "current_principal", "service_of"]
+
+API = "/api/v1"
+"""Where the public contract lives."""
+
+
+def service_of(request: Request) -> Service:
+    """The service the app serves."""
+    service: Service = request.app.state.service
+    return service
+
+
+async def current_principal(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+) -> Principal:
+    """The principal behind the bearer token (or the inbox's session cookie)."""
+    service = service_of(request)
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("use 'Authorization: Bearer <token>'")
+        return await service.authenticate(token.strip())
+    resolve = getattr(request.app.state, "cookie_principal", None)
+    if resolve is not None:
+        principal: Principal | None = await resolve(request)
+        if principal is not None:
+            return principal
+    raise Unauthenticated("a bearer token is required")

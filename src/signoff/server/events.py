@@ -1,0 +1,178 @@
+"""Live events over SSE and WebSocket, with replay of what a reconnecting client missed.
+
+A client that reconnects with ``since=<seq>`` (or ``Last-Event-ID``) first gets every
+stored event after that seq from the event log, then live ones, with no gap and no
+repeat: the subscription is opened before the replay, and live events at or below the
+last replayed seq are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+
+from signoff.domain.events import Event
+from signoff.domain.principals import Principal
+from signoff.domain.requests import RequestAdapter
+from signoff.errors import SignoffError, Unauthenticated
+from signoff.server.deps import API, current_principal
+from signoff.service import Service
+
+__all__ = ["HEARTBEAT", "event_message", "events_router", "follow_events"]
+
+HEARTBEAT = 15.0
+"""Seconds between heartbeats on an idle stream."""
+
+_REPLAY_PAGE = 500
+
+
+def event_message(event: Event) -> dict[str, Any]:
+    """The wire form of an event: ``{seq, type, at, request}``."""
+    return {
+        "seq": event.seq,
+        "type": event.type,
+        "at": event.at.isoformat(),
+        "request": RequestAdapter.dump_python(event.request, mode="json"),
+    }
+
+
+def _visible(event: Event, principal: Principal, session_id: str | None) -> bool:
+    if session_id is not None and event.request.session_id != session_id:
+        return False
+    return principal.role != "agent" or event.request.requested_by == principal.name
+
+
+async def follow_events(
+    service: Service,
+    principal: Principal,
+    *,
+    since: int | None,
+    session_id: str | None,
+    heartbeat: float = HEARTBEAT,
+) -> AsyncIterator[Event | None]:
+    """Replay after ``since``, then follow live; yields None when a heartbeat is due."""
+    subscription = service.bus.subscribe(session_id=session_id)
+    try:
+        last = since if since is not None else await service.store.last_event_seq()
+        while True:
+            while True:  # replay from the stored log (after a reconnect, or after lagging)
+                batch = await service.store.list_events(after_seq=last, limit=_REPLAY_PAGE)
+                for stored in batch:
+                    last = stored.seq
+                    if _visible(stored, principal, session_id):
+                        yield stored
+                if len(batch) < _REPLAY_PAGE:
+                    break
+            while not subscription.lagged:
+                live = await subscription.get(timeout=heartbeat)
+                if live is None:
+                    yield None
+                elif live.seq > last:
+                    last = live.seq
+                    if _visible(live, principal, session_id):
+                        yield live
+            subscription.close()
+            subscription = service.bus.subscribe(session_id=session_id)
+    finally:
+        subscription.close()
+
+
+def _since(since: int | None, last_event_id: str | None) -> int | None:
+    if since is not None:
+        return since
+    if last_event_id is not None and last_event_id.strip().isdigit():
+        return int(last_event_id.strip())
+    return None
+
+
+def events_router() -> APIRouter:
+    """``GET /events`` (SSE) and ``WS /ws``."""
+    router = APIRouter(prefix=API)
+
+    @router.get("/events", response_class=StreamingResponse)
+    async def sse(
+        request: Request,
+        caller: Annotated[Principal, Depends(current_principal)],
+        session_id: Annotated[str | None, Query(max_length=200)] = None,
+        since: Annotated[int | None, Query(ge=0)] = None,
+        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    ) -> StreamingResponse:
+        """Server-sent events: ``id: seq``, ``event: type``, ``data: {seq, type, request}``."""
+        service: Service = request.app.state.service
+        start = _since(since, last_event_id)
+
+        async def body() -> AsyncIterator[str]:
+            yield "retry: 2000\n\n"
+            async for event in follow_events(
+                service, caller, since=start, session_id=session_id,
+                heartbeat=request.app.state.heartbeat,
+            ):  # fmt: skip
+                if await request.is_disconnected():
+                    return
+                if event is None:
+                    yield ": heartbeat\n\n"
+                else:
+                    data = json.dumps(event_message(event), ensure_ascii=False)
+                    yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    @router.websocket("/ws")
+    async def ws(
+        websocket: WebSocket,
+        session_id: Annotated[str | None, Query(max_length=200)] = None,
+        since: Annotated[int | None, Query(ge=0)] = None,
+    ) -> None:
+        """WebSocket: one JSON message per event, ``{"type": "heartbeat"}`` when idle."""
+        service: Service = websocket.app.state.service
+        try:
+            caller = await _ws_principal(websocket)
+        except SignoffError as exc:
+            await websocket.close(code=4401, reason=exc.message[:120])
+            return
+        await websocket.accept()
+
+        async def drain_incoming() -> None:
+            while True:
+                await websocket.receive_text()
+
+        reader = asyncio.create_task(drain_incoming())
+        try:
+            async for event in follow_events(
+                service, caller, since=since, session_id=session_id,
+                heartbeat=websocket.app.state.heartbeat,
+            ):  # fmt: skip
+                if reader.done():
+                    return
+                message = {"type": "heartbeat"} if event is None else event_message(event)
+                await websocket.send_text(json.dumps(message, ensure_ascii=False))
+        except (WebSocketDisconnect, RuntimeError):
+            return
+        finally:
+            reader.cancel()
+
+    return router
+
+
+async def _ws_principal(websocket: WebSocket) -> Principal:
+    service: Service = websocket.app.state.service
+    authorization = websocket.headers.get("authorization")
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return await service.authenticate(token.strip())
+    resolve = getattr(websocket.app.state, "cookie_principal", None)
+    if resolve is not None:
+        principal: Principal | None = await resolve(websocket)
+        if principal is not None:
+            return principal
+    raise Unauthenticated("a bearer token or a session cookie is required")
