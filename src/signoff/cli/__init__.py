@@ -11,10 +11,8 @@ EXIT_USAGE = 64
 
 def main() -> None:
     """Run the CLI; usage errors exit 64 so they are never mistaken for a decision."""
-    try:
-        from typer._click.exceptions import ClickException, UsageError
-    except ImportError:  # older Typer releases use Click itself
-        from click.exceptions import ClickException, UsageError  # type: ignore[import-not-found,no-redef]
+    # Typer (>= 0.29) vendors Click; its exception classes live here.
+    from typer._click.exceptions import ClickException, UsageError
 
     from signoff.cli.app import app
 
