@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, policy, requests
+from signoff.cli import admin, policy, requests, serve
 
 __all__ = ["app"]
 
@@ -16,6 +16,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
+serve.register(app)
 requests.register(app)
 admin.register(app)
 policy.register(app)

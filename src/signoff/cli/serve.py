@@ -1,0 +1,89 @@
+"""``signoff serve``: the HTTP API and live events, on the embedded SQLite default."""
+
+from __future__ import annotations
+
+import socket
+from typing import Annotated
+
+import typer
+
+from signoff.cli.context import DbOption, console, fail, open_service, run
+from signoff.config import default_db_url
+from signoff.service import Service
+
+__all__ = ["register"]
+
+ADMIN_NAME = "admin"
+
+
+async def ensure_admin_token(service: Service) -> str | None:
+    """On a database with no admin token, create one and return it (shown once); else None."""
+    tokens = await service.store.list_tokens()
+    if any(t.role == "admin" and t.revoked_at is None for t in tokens):
+        return None
+    token, _ = await service.create_token(ADMIN_NAME, "admin", created_by="signoff serve")
+    return token
+
+
+def _check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+    db: DbOption = None,
+) -> None:
+    """Run the signoff server: the HTTP API under /api/v1 and live events (SSE, WebSocket)."""
+    try:
+        import uvicorn
+
+        from signoff.server.app import create_app
+    except ImportError:
+        fail("the server needs its extra: pip install 'signoff[server]'")
+    _check_port_free(host, port)
+    url_host = f"[{host}]" if ":" in host else host
+    base = f"http://{url_host}:{port}"
+
+    async def go() -> None:
+        async with open_service(db, follow=True) as service:
+            token = await ensure_admin_token(service)
+            app = create_app(service)
+            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            server = uvicorn.Server(config)
+            console.print(
+                f"signoff serving on {base} (database {db or default_db_url()})", soft_wrap=True
+            )
+            if token is not None:
+                console.print("admin token, shown only this once (only its hash is stored):")
+                console.print(f"admin token: {token}", markup=False)
+                console.print(
+                    f'try: curl -H "Authorization: Bearer {token}" {base}/api/v1/requests',
+                    markup=False,
+                    soft_wrap=True,
+                )
+            else:
+                console.print(
+                    "an admin token was printed on first start; make another with: "
+                    "signoff token create NAME --role admin" + (f" --db {db}" if db else ""),
+                    markup=False,
+                    soft_wrap=True,
+                )
+            console.print("Ctrl+C stops.")
+            await server.serve()
+
+    try:
+        run(go)
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to ``app``."""
+    app.command()(serve)
