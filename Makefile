@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test lint check watch bench clean
+.PHONY: serve test lint watch bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+
+## the server: HTTP API and live events on the default SQLite database
+serve: $(STAMP)
+	$(BIN)/signoff serve
 
 ## live view of requests on the default database (Ctrl+C stops)
 watch: $(STAMP)
