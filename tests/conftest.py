@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from signoff.store.base import Store
 from signoff.store.memory import MemoryStore
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import FakeClock
+from tests.serving import Server, free_port, start_server
 
 BACKENDS = ["memory", "sqlite"]
 
@@ -49,3 +51,13 @@ async def service(store: Store, clock: FakeClock) -> AsyncIterator[Service]:
     svc = Service(store, bus=LocalBus(), clock=clock, read_file=None)
     yield svc
     await svc.stop_sweeper()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A fresh server on its own database."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    running = start_server(f"sqlite:///{tmp_path / 'serve.db'}", free_port(), env)
+    yield running
+    if running.process.poll() is None:
+        running.stop()

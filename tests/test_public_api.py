@@ -8,6 +8,7 @@ import sys
 import signoff
 
 EXPECTED = {
+    "AsyncClient", "Client",
     "Answer", "ApprovalRequest", "Approve", "ArgsMismatch", "AuditChainBroken", "AuditEntry",
     "BatchOutcome", "CallerError", "ChainReport", "ChoiceRequest", "Choose", "Decision",
     "DecisionRecord", "Event", "EventBus", "FilePreview", "Grant", "GrantNotFound",
@@ -32,7 +33,8 @@ def test_import_signoff_imports_no_agent_framework() -> None:
     """A bare ``import signoff`` loads none of the optional agent frameworks or servers."""
     code = (
         "import sys, signoff\n"
-        "heavy = {'pydantic_ai', 'langgraph', 'langchain_core', 'agents', 'mcp', 'fastapi'}\n"
+        "heavy = {'pydantic_ai', 'langgraph', 'langchain_core', 'agents', 'mcp', 'fastapi',"
+        " 'httpx', 'uvicorn'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     out = subprocess.run(

@@ -53,11 +53,22 @@ from signoff.store.sqlite import SQLiteStore
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # The HTTP clients need httpx (the `server` extra); import them only when asked for.
+    if name in ("Client", "AsyncClient"):
+        from signoff import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'signoff' has no attribute {name!r}")
+
+
 __all__ = [
     "Answer",
     "ApprovalRequest",
     "Approve",
     "ArgsMismatch",
+    "AsyncClient",
     "AuditChainBroken",
     "AuditEntry",
     "BatchOutcome",
@@ -65,6 +76,7 @@ __all__ = [
     "ChainReport",
     "ChoiceRequest",
     "Choose",
+    "Client",
     "Decision",
     "DecisionRecord",
     "Event",

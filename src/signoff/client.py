@@ -1,0 +1,469 @@
+"""The service's operations over HTTP: ``AsyncClient`` and ``Client`` (httpx).
+
+Both speak the public contract and raise the same exceptions as the in-process service
+(``RequestNotFound``, ``InvalidTransition``...), so code can take either.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
+
+from pydantic import JsonValue
+
+from signoff.domain.audit import AuditEntry, ChainReport
+from signoff.domain.decisions import Decision
+from signoff.domain.events import Event
+from signoff.domain.grants import Grant
+from signoff.domain.principals import Principal
+from signoff.domain.requests import Request, RequestAdapter
+from signoff.domain.submission import NewRequest
+from signoff.errors import (
+    ArgsMismatch,
+    CallerError,
+    GrantNotFound,
+    InvalidDecision,
+    InvalidRequest,
+    InvalidTransition,
+    NotAllowed,
+    PolicyError,
+    RequestNotFound,
+    RuntimeFailure,
+    SignoffError,
+    StoreUnavailable,
+    Unauthenticated,
+)
+from signoff.service import BatchOutcome, Submitted
+from signoff.store.base import Page, RequestQuery
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("signoff.client needs httpx: pip install 'signoff[server]'") from exc
+
+__all__ = ["API", "AsyncClient", "Client"]
+
+API = "/api/v1"
+T = TypeVar("T")
+
+_BY_NAME: dict[str, Callable[[str], SignoffError]] = {
+    "InvalidRequest": InvalidRequest,
+    "InvalidInput": InvalidRequest,
+    "InvalidDecision": InvalidDecision,
+    "InvalidTransition": InvalidTransition,
+    "ArgsMismatch": ArgsMismatch,
+    "NotAllowed": NotAllowed,
+    "Unauthenticated": Unauthenticated,
+    "PolicyError": PolicyError,
+    "StoreUnavailable": StoreUnavailable,
+}
+
+
+def _error(response: httpx.Response, path_id: str | None) -> SignoffError:
+    try:
+        body = response.json()
+        name, detail = str(body.get("error", "")), str(body.get("detail", response.text))
+    except (ValueError, AttributeError):
+        name, detail = "", response.text[:200] or response.reason_phrase
+    if response.status_code == 404:
+        if name == "GrantNotFound":
+            return GrantNotFound(path_id or "?")
+        return RequestNotFound(path_id or "?")
+    if name in _BY_NAME:
+        return _BY_NAME[name](detail)
+    if response.status_code == 413:
+        return InvalidRequest(detail)
+    if response.status_code < 500:
+        return CallerError(f"HTTP {response.status_code}: {detail}")
+    return RuntimeFailure(f"server error {response.status_code}: {detail}")
+
+
+def _request(data: Any) -> Request:
+    return RequestAdapter.validate_python(data)
+
+
+@dataclass(frozen=True)
+class _Op(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    subject: str | None = None
+    ok: tuple[int, ...] = (200, 201)
+    timeout: float | None = None
+
+
+def _submit(new: NewRequest | Mapping[str, Any]) -> _Op[Submitted]:
+    body = new.model_dump(mode="json", exclude_none=True) if isinstance(new, NewRequest) else new
+    return _Op(
+        "POST",
+        f"{API}/requests",
+        lambda r: Submitted(_request(r.json()), created=r.status_code == 201),
+        json=dict(body),
+    )
+
+
+def _one(method: str, request_id: str, tail: str = "", body: Any = None) -> _Op[Request]:
+    return _Op(
+        method,
+        f"{API}/requests/{request_id}{tail}",
+        lambda r: _request(r.json()),
+        json=body,
+        subject=request_id,
+    )
+
+
+def _wait(request_id: str, seconds: float) -> _Op[Request]:
+    # The HTTP timeout outlasts the long poll, so the server answers first.
+    return _Op(
+        "GET",
+        f"{API}/requests/{request_id}/wait",
+        lambda r: _request(r.json()),
+        params={"timeout": seconds},
+        subject=request_id,
+        timeout=seconds + 30,
+    )
+
+
+def _decision_body(decision: Decision | Mapping[str, Any]) -> Any:
+    if isinstance(decision, Mapping):
+        return dict(decision)
+    return decision.model_dump(mode="json", exclude_none=True)
+
+
+class _Ops:
+    """Each operation as a description of one HTTP call and how to read its answer."""
+
+    @staticmethod
+    def list_requests(query: RequestQuery) -> _Op[Page]:
+        params = {
+            k: v
+            for k, v in {
+                "status": query.status,
+                "session_id": query.session_id,
+                "kind": query.kind,
+                "limit": query.limit,
+                "cursor": query.cursor,
+            }.items()
+            if v is not None
+        }
+        return _Op(
+            "GET",
+            f"{API}/requests",
+            lambda r: Page(
+                items=[_request(i) for i in r.json()["items"]], next_cursor=r.json()["next_cursor"]
+            ),
+            params=params,
+        )
+
+    @staticmethod
+    def decide_many(ids: Sequence[str], type_: str, reason: str) -> _Op[list[BatchOutcome]]:
+        def parse(r: httpx.Response) -> list[BatchOutcome]:
+            out = []
+            for item in r.json()["results"]:
+                if "status" in item:
+                    out.append(BatchOutcome(id=item["id"], status=item["status"]))
+                else:
+                    fake = httpx.Response(item["code"], json=item)
+                    out.append(BatchOutcome(id=item["id"], error=_error(fake, item["id"])))
+            return out
+
+        body = {"ids": list(ids), "type": type_, "reason": reason}
+        return _Op("POST", f"{API}/decisions", parse, json=body)
+
+    @staticmethod
+    def audit(request_id: str | None) -> _Op[list[AuditEntry]]:
+        params = {"request_id": request_id} if request_id else {}
+        return _Op(
+            "GET",
+            f"{API}/audit",
+            lambda r: [AuditEntry.model_validate(e) for e in r.json()["items"]],
+            params=params,
+            subject=request_id,
+        )
+
+    @staticmethod
+    def verify_audit() -> _Op[ChainReport]:
+        return _Op("GET", f"{API}/audit/verify", lambda r: ChainReport.model_validate(r.json()))
+
+    @staticmethod
+    def list_grants(live_only: bool) -> _Op[list[Grant]]:
+        return _Op(
+            "GET",
+            f"{API}/grants",
+            lambda r: [Grant.model_validate(g) for g in r.json()["items"]],
+            params={"live": str(live_only).lower()},
+        )
+
+    @staticmethod
+    def revoke_grant(grant_id: str) -> _Op[Grant]:
+        return _Op(
+            "POST",
+            f"{API}/grants/{grant_id}/revoke",
+            lambda r: Grant.model_validate(r.json()),
+            subject=grant_id,
+        )
+
+    @staticmethod
+    def me() -> _Op[Principal]:
+        return _Op("GET", f"{API}/me", lambda r: Principal.model_validate(r.json()))
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+class AsyncClient:
+    """signoff over HTTP, async. Use ``async with AsyncClient(url, token) as client``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    async def _run(self, op: _Op[T]) -> T:
+        try:
+            response = await self._http.request(
+                op.method,
+                op.path,
+                json=op.json,
+                params=op.params,
+                timeout=op.timeout if op.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except httpx.TransportError as exc:
+            raise StoreUnavailable(f"cannot reach {self.base_url}: {exc}") from None
+        if response.status_code not in op.ok:
+            raise _error(response, op.subject)
+        return op.parse(response)
+
+    async def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted:
+        """Open a request (201), or get the same one back for a repeated submit (200)."""
+        return await self._run(_submit(new))
+
+    async def get(self, request_id: str) -> Request:
+        """One request."""
+        return await self._run(_one("GET", request_id))
+
+    async def list_requests(self, query: RequestQuery) -> Page:
+        """A page of requests, newest first."""
+        return await self._run(_Ops.list_requests(query))
+
+    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
+        """Decide a pending request."""
+        return await self._run(_one("POST", request_id, "/decision", _decision_body(decision)))
+
+    async def decide_many(
+        self, request_ids: Sequence[str], type_: str, reason: str = ""
+    ) -> list[BatchOutcome]:
+        """Approve or reject several requests; each gets its own outcome."""
+        return await self._run(_Ops.decide_many(request_ids, type_, reason))
+
+    async def wait(self, request_id: str, timeout: float) -> Request:
+        """The request once decided, or as it is after ``timeout`` seconds (long polls)."""
+        remaining = timeout
+        while True:
+            chunk = min(remaining, 300.0)
+            request = await self._run(_wait(request_id, chunk))
+            remaining -= chunk
+            if request.status != "pending" or remaining <= 0:
+                return request
+
+    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
+        """Take an approved call for execution with exactly the approved args."""
+        return await self._run(_one("POST", request_id, "/claim", {"args": dict(args)}))
+
+    async def complete(self, request_id: str, result: JsonValue = None) -> Request:
+        """Report that a claimed call succeeded."""
+        return await self._run(_one("POST", request_id, "/result", {"ok": True, "result": result}))
+
+    async def fail(self, request_id: str, error: str) -> Request:
+        """Report that a claimed call failed."""
+        return await self._run(_one("POST", request_id, "/result", {"ok": False, "error": error}))
+
+    async def cancel(self, request_id: str, reason: str = "") -> Request:
+        """Withdraw a pending request."""
+        return await self._run(_one("POST", request_id, "/cancel", {"reason": reason}))
+
+    async def audit(self, request_id: str | None = None) -> list[AuditEntry]:
+        """Audit entries, all (admins) or one request's."""
+        return await self._run(_Ops.audit(request_id))
+
+    async def verify_audit(self) -> ChainReport:
+        """Check the audit chain (admins)."""
+        return await self._run(_Ops.verify_audit())
+
+    async def list_grants(self, *, live_only: bool = True) -> list[Grant]:
+        """Standing grants."""
+        return await self._run(_Ops.list_grants(live_only))
+
+    async def revoke_grant(self, grant_id: str) -> Grant:
+        """Revoke a standing grant."""
+        return await self._run(_Ops.revoke_grant(grant_id))
+
+    async def me(self) -> Principal:
+        """Who this client's token belongs to."""
+        return await self._run(_Ops.me())
+
+    async def events(
+        self, *, since: int | None = None, session_id: str | None = None
+    ) -> AsyncIterator[Event]:
+        """Events from the server-sent event stream, replaying after ``since``."""
+        params: dict[str, Any] = {}
+        if since is not None:
+            params["since"] = since
+        if session_id is not None:
+            params["session_id"] = session_id
+        try:
+            async with self._http.stream(
+                "GET", f"{API}/events", params=params, timeout=httpx.Timeout(30, read=None)
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise _error(response, None)
+                async for line in response.aiter_lines():
+                    if line.startswith("data: "):
+                        yield Event.model_validate(json.loads(line[6:]))
+        except httpx.TransportError as exc:
+            raise StoreUnavailable(f"cannot reach {self.base_url}: {exc}") from None
+
+
+class Client:
+    """signoff over HTTP, blocking. Same operations as :class:`AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _run(self, op: _Op[T]) -> T:
+        try:
+            response = self._http.request(
+                op.method,
+                op.path,
+                json=op.json,
+                params=op.params,
+                timeout=op.timeout if op.timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except httpx.TransportError as exc:
+            raise StoreUnavailable(f"cannot reach {self.base_url}: {exc}") from None
+        if response.status_code not in op.ok:
+            raise _error(response, op.subject)
+        return op.parse(response)
+
+    def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted:
+        """Open a request (or get the same one back for a repeated submit)."""
+        return self._run(_submit(new))
+
+    def get(self, request_id: str) -> Request:
+        """One request."""
+        return self._run(_one("GET", request_id))
+
+    def list_requests(self, query: RequestQuery) -> Page:
+        """A page of requests, newest first."""
+        return self._run(_Ops.list_requests(query))
+
+    def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
+        """Decide a pending request."""
+        return self._run(_one("POST", request_id, "/decision", _decision_body(decision)))
+
+    def decide_many(
+        self, request_ids: Sequence[str], type_: str, reason: str = ""
+    ) -> list[BatchOutcome]:
+        """Approve or reject several requests; each gets its own outcome."""
+        return self._run(_Ops.decide_many(request_ids, type_, reason))
+
+    def wait(self, request_id: str, timeout: float) -> Request:
+        """The request once decided, or as it is after ``timeout`` seconds."""
+        remaining = timeout
+        while True:
+            chunk = min(remaining, 300.0)
+            request = self._run(_wait(request_id, chunk))
+            remaining -= chunk
+            if request.status != "pending" or remaining <= 0:
+                return request
+
+    def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
+        """Take an approved call for execution with exactly the approved args."""
+        return self._run(_one("POST", request_id, "/claim", {"args": dict(args)}))
+
+    def complete(self, request_id: str, result: JsonValue = None) -> Request:
+        """Report that a claimed call succeeded."""
+        return self._run(_one("POST", request_id, "/result", {"ok": True, "result": result}))
+
+    def fail(self, request_id: str, error: str) -> Request:
+        """Report that a claimed call failed."""
+        return self._run(_one("POST", request_id, "/result", {"ok": False, "error": error}))
+
+    def cancel(self, request_id: str, reason: str = "") -> Request:
+        """Withdraw a pending request."""
+        return self._run(_one("POST", request_id, "/cancel", {"reason": reason}))
+
+    def audit(self, request_id: str | None = None) -> list[AuditEntry]:
+        """Audit entries, all (admins) or one request's."""
+        return self._run(_Ops.audit(request_id))
+
+    def verify_audit(self) -> ChainReport:
+        """Check the audit chain (admins)."""
+        return self._run(_Ops.verify_audit())
+
+    def list_grants(self, *, live_only: bool = True) -> list[Grant]:
+        """Standing grants."""
+        return self._run(_Ops.list_grants(live_only))
+
+    def revoke_grant(self, grant_id: str) -> Grant:
+        """Revoke a standing grant."""
+        return self._run(_Ops.revoke_grant(grant_id))
+
+    def me(self) -> Principal:
+        """Who this client's token belongs to."""
+        return self._run(_Ops.me())

@@ -1,0 +1,87 @@
+"""A real ``signoff serve`` process for end-to-end tests."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import httpx
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    """A running ``signoff serve`` and what a test needs to talk to it."""
+
+    process: subprocess.Popen[str]
+    base: str
+    db: str
+    admin_token: str | None
+    env: dict[str, str]
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run a CLI command on the same database."""
+        return subprocess.run(
+            [sys.executable, "-m", "signoff", *args, "--db", self.db],
+            capture_output=True, text=True, env=self.env, timeout=60, check=False,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop the server and wait for it."""
+        self.process.terminate()
+        self.process.communicate(timeout=20)
+
+
+def start_server(db: str, port: int, env: dict[str, str]) -> Server:
+    """Start ``signoff serve`` and wait until /healthz answers."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+        if process.poll() is not None:
+            _, err = process.communicate()
+            raise AssertionError(f"serve exited: {err}")
+    else:
+        process.kill()
+        process.communicate()
+        raise AssertionError("serve did not come up")
+    token = None
+    assert process.stdout is not None
+    for _ in range(6):
+        line = process.stdout.readline()
+        if line.startswith("admin token: "):
+            token = line.split(": ", 1)[1].strip()
+            break
+        if line.startswith("Ctrl+C"):
+            break
+    return Server(process, base, db, token, env)
+
+
+def agent_token(server: Server, name: str = "bot") -> str:
+    """Create an agent token through the CLI on the server's database."""
+    done = server.cli("token", "create", name, "--role", "agent")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def bearer(token: str) -> dict[str, str]:
+    """An Authorization header."""
+    return {"Authorization": f"Bearer {token}"}
