@@ -18,7 +18,7 @@ from signoff.domain.audit import AuditEntry, ChainReport
 from signoff.domain.decisions import Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
-from signoff.domain.principals import Principal
+from signoff.domain.principals import Principal, TokenRecord
 from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.submission import NewRequest
 from signoff.errors import (
@@ -209,6 +209,26 @@ class _Ops:
         )
 
     @staticmethod
+    def create_token(name: str, role: str) -> _Op[tuple[str, TokenRecord]]:
+        def parse(r: httpx.Response) -> tuple[str, TokenRecord]:
+            body = r.json()
+            token = body.pop("token")
+            return token, TokenRecord.model_validate({**body, "token_hash": "(not disclosed)"})
+
+        return _Op("POST", f"{API}/tokens", parse, json={"name": name, "role": role})
+
+    @staticmethod
+    def list_tokens() -> _Op[list[TokenRecord]]:
+        return _Op(
+            "GET",
+            f"{API}/tokens",
+            lambda r: [
+                TokenRecord.model_validate({**t, "token_hash": "(not disclosed)"})
+                for t in r.json()["items"]
+            ],
+        )
+
+    @staticmethod
     def me() -> _Op[Principal]:
         return _Op("GET", f"{API}/me", lambda r: Principal.model_validate(r.json()))
 
@@ -330,6 +350,14 @@ class AsyncClient:
     async def me(self) -> Principal:
         """Who this client's token belongs to."""
         return await self._run(_Ops.me())
+
+    async def create_token(self, name: str, role: str) -> tuple[str, TokenRecord]:
+        """Create a token (admins); returns it once with its record."""
+        return await self._run(_Ops.create_token(name, role))
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        """Tokens' records (admins), without their hashes."""
+        return await self._run(_Ops.list_tokens())
 
     async def events(
         self, *, since: int | None = None, session_id: str | None = None
@@ -467,3 +495,11 @@ class Client:
     def me(self) -> Principal:
         """Who this client's token belongs to."""
         return self._run(_Ops.me())
+
+    def create_token(self, name: str, role: str) -> tuple[str, TokenRecord]:
+        """Create a token (admins); returns it once with its record."""
+        return self._run(_Ops.create_token(name, role))
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """Tokens' records (admins), without their hashes."""
+        return self._run(_Ops.list_tokens())

@@ -8,13 +8,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import (
     EXIT_CALLER,
     DbOption,
     console,
     err_console,
     local_principal,
-    open_service,
     run,
 )
 from signoff.cli.render import audit_table
@@ -28,12 +28,14 @@ grants_app = typer.Typer(help="List and revoke standing grants.", no_args_is_hel
 
 
 @audit_app.command("verify")
-def audit_verify(db: DbOption = None) -> None:
+def audit_verify(
+    db: DbOption = None, server: ServerOption = None, token: TokenOption = None
+) -> None:
     """Check the audit chain; exit non-zero and name the first bad entry if tampered with."""
 
     async def go() -> int:
-        async with open_service(db) as service:
-            report = await service.verify_audit()
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            report = await backend.verify_audit()
         if report.ok:
             console.print(f"audit chain ok: {report.entries} entries")
             return 0
@@ -50,12 +52,14 @@ def audit_verify(db: DbOption = None) -> None:
 def audit_log(
     request_id: Annotated[str | None, typer.Option("--request", help="Only this request.")] = None,
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Print audit entries in chain order."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            entries = await service.audit(request_id)
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            entries = await backend.audit(request_id)
         console.print(audit_table(entries) if entries else "no audit entries")
 
     run(go)
@@ -68,30 +72,30 @@ def token_create(
         Role, typer.Option(help="agent submits and runs; approver decides; admin both.")
     ],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Create a token and print it once; only its hash is stored."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            token, record = await service.create_token(
-                name, role, created_by=local_principal().name
-            )
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            secret, record = await backend.create_token(name, role)
         err_console.print(
             f"token {record.id} for {record.name} ({record.role}); it is shown only once:",
             markup=False,
         )
-        console.print(token, markup=False)
+        console.print(secret, markup=False)
 
     run(go)
 
 
 @token_app.command("list")
-def token_list(db: DbOption = None) -> None:
+def token_list(db: DbOption = None, server: ServerOption = None, token: TokenOption = None) -> None:
     """List tokens (ids, names and roles; never the tokens)."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            tokens = await service.store.list_tokens()
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            tokens = await backend.list_tokens()
         table = Table(box=None, pad_edge=False)
         for column in ("id", "name", "role", "created", "revoked"):
             table.add_column(column)
@@ -112,12 +116,14 @@ def token_list(db: DbOption = None) -> None:
 def grants_list(
     all_grants: Annotated[bool, typer.Option("--all", help="Include expired and revoked.")] = False,
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """List standing grants."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            grants = await service.list_grants(live_only=not all_grants)
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            grants = await backend.list_grants(live_only=not all_grants)
         table = Table(box=None, pad_edge=False)
         for column in (
             "id",
@@ -152,12 +158,14 @@ def grants_list(
 def grants_revoke(
     grant_id: Annotated[str, typer.Argument(help="The grant id.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Revoke a standing grant: it approves nothing more."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            grant = await service.revoke_grant(grant_id, local_principal())
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            grant = await backend.revoke_grant(grant_id)
         console.print(f"{grant.id}: revoked")
 
     run(go)

@@ -7,13 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from signoff.bus.follower import EventLogFollower
+from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import (
     DbOption,
     console,
     fail,
     local_principal,
-    open_service,
     parse_json_object,
     run,
 )
@@ -44,6 +43,8 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a 
 
 def pending(
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     kind: Annotated[RequestKind | None, typer.Option(help="Only this kind.")] = None,
     status: Annotated[Status, typer.Option(help="List this status instead.")] = "pending",
@@ -53,9 +54,9 @@ def pending(
     """List requests awaiting a decision, newest first."""
 
     async def go() -> None:
-        async with open_service(db) as service:
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
             query = RequestQuery(status=status, session_id=session, kind=kind, limit=limit)
-            page = await service.list_requests(query)
+            page = await backend.list_requests(query)
         if as_json:
             console.print_json(
                 json.dumps([RequestAdapter.dump_python(r, mode="json") for r in page.items])
@@ -71,14 +72,16 @@ def pending(
 def show(
     request_id: Annotated[str, typer.Argument(help="The request id.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show one request: the call with its args, the diff, grant, votes and audit trail."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            request = await service.get(request_id)
-            audit = await service.audit(request_id)
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            request = await backend.get(request_id)
+            audit = await backend.audit(request_id)
         if as_json:
             console.print_json(RequestAdapter.dump_json(request).decode())
         else:
@@ -87,10 +90,12 @@ def show(
     run(go)
 
 
-def _decide(db: str | None, request_id: str, decision: dict[str, Any]) -> None:
+def _decide(
+    target: tuple[str | None, str | None, str | None], request_id: str, decision: dict[str, Any]
+) -> None:
     async def go() -> None:
-        async with open_service(db) as service:
-            request = await service.decide(request_id, decision, local_principal())
+        async with open_backend(*target, principal=local_principal()) as backend:
+            request = await backend.decide(request_id, decision)
         if request.status == "pending":
             console.print(
                 f"{request.id}: approval recorded, {len(request.votes)} of {request.quorum}"
@@ -116,6 +121,8 @@ def approve(
         ),
     ] = None,
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Approve a request (optionally with edited args, or as a standing grant)."""
     decision: dict[str, Any] = {"type": "approve", "scope": scope}
@@ -123,31 +130,37 @@ def approve(
         decision["args"] = parse_json_object(args)
     if pattern is not None:
         decision["args_pattern"] = parse_json_object(pattern, "--pattern")
-    _decide(db, request_id, decision)
+    _decide((db, server, token), request_id, decision)
 
 
 def reject(
     request_id: Annotated[str, typer.Argument(help="The request id.")],
     reason: Annotated[str, typer.Option(help="Why; the agent is told.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Reject a request; the reason goes back to the agent."""
-    _decide(db, request_id, {"type": "reject", "reason": reason})
+    _decide((db, server, token), request_id, {"type": "reject", "reason": reason})
 
 
 def respond(
     request_id: Annotated[str, typer.Argument(help="The request id.")],
     feedback: Annotated[str, typer.Option(help="What the model is told instead.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Do not run the call; give the model this text instead."""
-    _decide(db, request_id, {"type": "respond", "feedback": feedback})
+    _decide((db, server, token), request_id, {"type": "respond", "feedback": feedback})
 
 
 def choose(
     request_id: Annotated[str, typer.Argument(help="The request id.")],
     options: Annotated[list[str], typer.Argument(help="The option(s) chosen, or free text.")],
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Answer a choice request with one option (several for multi-select)."""
     decision: dict[str, Any] = {"type": "choose"}
@@ -155,7 +168,7 @@ def choose(
         decision["choice"] = options[0]
     else:
         decision["choices"] = options
-    _decide(db, request_id, decision)
+    _decide((db, server, token), request_id, decision)
 
 
 def answer(
@@ -165,6 +178,8 @@ def answer(
     ] = None,
     feedback: Annotated[str | None, typer.Option(help="Overall feedback.")] = None,
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Answer a questions request."""
     parsed: dict[str, str] = {}
@@ -173,19 +188,23 @@ def answer(
         if not sep or not key:
             fail(f"--answer takes QUESTION_ID=TEXT, not {item!r}")
         parsed[key] = text
-    _decide(db, request_id, {"type": "answer", "answers": parsed, "feedback": feedback})
+    _decide(
+        (db, server, token), request_id, {"type": "answer", "answers": parsed, "feedback": feedback}
+    )
 
 
 def cancel(
     request_id: Annotated[str, typer.Argument(help="The request id.")],
     reason: Annotated[str, typer.Option(help="Why it is withdrawn.")] = "",
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Withdraw a pending request."""
 
     async def go() -> None:
-        async with open_service(db) as service:
-            request = await service.cancel(request_id, local_principal(), reason)
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            request = await backend.cancel(request_id, reason)
         console.print(f"{request.id}: {request.status}")
 
     run(go)
@@ -210,6 +229,8 @@ def submit(
         str, typer.Option(envvar="SIGNOFF_AGENT", help="The agent name the request is made as.")
     ] = "cli-agent",
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Ask for approval of a tool call and print the decision as JSON.
 
@@ -220,7 +241,7 @@ def submit(
 
     async def go() -> int:
         principal = Principal(name=requester, role="agent")
-        async with open_service(db, follow=wait) as service:
+        async with open_backend(db, server, token, principal=principal, follow=wait) as backend:
             body: dict[str, Any] = {
                 "session_id": session,
                 "kind": "approval",
@@ -229,9 +250,9 @@ def submit(
                 "tool_call_id": tool_call_id,
                 "expires_in": expires_in,
             }
-            request = (await service.submit(body, principal)).request
+            request = (await backend.submit(body)).request
             if wait and request.status == "pending":
-                request = await service.wait(request.id, timeout)
+                request = await backend.wait(request.id, timeout)
         console.print(decision_json(request), markup=False, soft_wrap=True)
         return _OUTCOME_CODES[request.status] if wait else 0
 
@@ -240,6 +261,8 @@ def submit(
 
 def watch(
     db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
     session: Annotated[str | None, typer.Option(help="Only this session.")] = None,
     count: Annotated[int | None, typer.Option(min=1, help="Stop after this many events.")] = None,
     since: Annotated[
@@ -251,22 +274,15 @@ def watch(
 
     async def go() -> None:
         seen = 0
-        async with open_service(db) as service:
-            follower = EventLogFollower(service.store, service.bus)
-            subscription = service.bus.subscribe(session_id=session)
-            await follower.start(since)
-            try:
-                async for event in subscription:
-                    if as_json:
-                        console.print(event.model_dump_json(), markup=False, soft_wrap=True)
-                    else:
-                        console.print(event_line(event))
-                    seen += 1
-                    if count is not None and seen >= count:
-                        return
-            finally:
-                subscription.close()
-                await follower.stop()
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            async for event in backend.events(since=since, session_id=session):
+                if as_json:
+                    console.print(event.model_dump_json(), markup=False, soft_wrap=True)
+                else:
+                    console.print(event_line(event))
+                seen += 1
+                if count is not None and seen >= count:
+                    return
 
     try:
         run(go)

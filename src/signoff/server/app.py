@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from signoff.domain.decisions import Decision, DecisionAdapter
-from signoff.domain.principals import Principal
+from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
 from signoff.errors import NotAllowed
@@ -53,6 +53,13 @@ class ResultBody(_Body):
     ok: bool
     result: JsonValue = None
     error: Annotated[str, Field(max_length=20_000)] | None = None
+
+
+class TokenBody(_Body):
+    """A token to create."""
+
+    name: str = Field(min_length=1, max_length=200)
+    role: Role
 
 
 class CancelBody(_Body):
@@ -217,6 +224,22 @@ def api_router() -> APIRouter:
         if caller.role != "admin":
             raise NotAllowed("only admins may verify the audit log")
         return (await service.verify_audit()).model_dump(mode="json")
+
+    @router.post("/tokens", status_code=201)
+    async def create_token(body: TokenBody, service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Create a token (admins); the token is in this answer only, stored hashed."""
+        if caller.role != "admin":
+            raise NotAllowed("only admins may create tokens")
+        token, record = await service.create_token(body.name, body.role, created_by=caller.name)
+        return {"token": token, **record.model_dump(mode="json", exclude={"token_hash"})}
+
+    @router.get("/tokens")
+    async def list_tokens(service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Tokens' ids, names and roles (admins); never the tokens or their hashes."""
+        if caller.role != "admin":
+            raise NotAllowed("only admins may list tokens")
+        records = await service.store.list_tokens()
+        return {"items": [t.model_dump(mode="json", exclude={"token_hash"}) for t in records]}
 
     @router.get("/me")
     async def me(caller: Caller) -> dict[str, Any]:

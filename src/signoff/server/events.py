@@ -20,15 +20,14 @@ from signoff.domain.events import Event
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
 from signoff.errors import SignoffError, Unauthenticated
+from signoff.eventstream import follow_events
 from signoff.server.deps import API, current_principal
 from signoff.service import Service
 
-__all__ = ["HEARTBEAT", "event_message", "events_router", "follow_events"]
+__all__ = ["HEARTBEAT", "event_message", "events_router"]
 
 HEARTBEAT = 15.0
 """Seconds between heartbeats on an idle stream."""
-
-_REPLAY_PAGE = 500
 
 
 def event_message(event: Event) -> dict[str, Any]:
@@ -39,47 +38,6 @@ def event_message(event: Event) -> dict[str, Any]:
         "at": event.at.isoformat(),
         "request": RequestAdapter.dump_python(event.request, mode="json"),
     }
-
-
-def _visible(event: Event, principal: Principal, session_id: str | None) -> bool:
-    if session_id is not None and event.request.session_id != session_id:
-        return False
-    return principal.role != "agent" or event.request.requested_by == principal.name
-
-
-async def follow_events(
-    service: Service,
-    principal: Principal,
-    *,
-    since: int | None,
-    session_id: str | None,
-    heartbeat: float = HEARTBEAT,
-) -> AsyncIterator[Event | None]:
-    """Replay after ``since``, then follow live; yields None when a heartbeat is due."""
-    subscription = service.bus.subscribe(session_id=session_id)
-    try:
-        last = since if since is not None else await service.store.last_event_seq()
-        while True:
-            while True:  # replay from the stored log (after a reconnect, or after lagging)
-                batch = await service.store.list_events(after_seq=last, limit=_REPLAY_PAGE)
-                for stored in batch:
-                    last = stored.seq
-                    if _visible(stored, principal, session_id):
-                        yield stored
-                if len(batch) < _REPLAY_PAGE:
-                    break
-            while not subscription.lagged:
-                live = await subscription.get(timeout=heartbeat)
-                if live is None:
-                    yield None
-                elif live.seq > last:
-                    last = live.seq
-                    if _visible(live, principal, session_id):
-                        yield live
-            subscription.close()
-            subscription = service.bus.subscribe(session_id=session_id)
-    finally:
-        subscription.close()
 
 
 def _since(since: int | None, last_event_id: str | None) -> int | None:
