@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -14,6 +14,7 @@ from signoff.domain.decisions import Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
+from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
@@ -21,6 +22,7 @@ from signoff.server.events import events_router
 from signoff.server.limits import BodyLimit
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
+from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
 
 __all__ = ["API", "create_app"]
 
@@ -60,6 +62,14 @@ class TokenBody(_Body):
 
     name: str = Field(min_length=1, max_length=200)
     role: Role
+
+
+class WebhookBody(_Body):
+    """A webhook endpoint to add."""
+
+    url: str = Field(min_length=8, max_length=2000)
+    secret: str | None = Field(default=None, min_length=8, max_length=200)
+    format: WebhookFormat = "json"
 
 
 class CancelBody(_Body):
@@ -241,6 +251,52 @@ def api_router() -> APIRouter:
         records = await service.store.list_tokens()
         return {"items": [t.model_dump(mode="json", exclude={"token_hash"}) for t in records]}
 
+    @router.post("/webhooks", status_code=201)
+    async def create_webhook(
+        body: WebhookBody, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Add an endpoint that receives every event (admins); the secret is in this answer."""
+        webhook = await add_webhook(service, caller, body.url, secret=body.secret, fmt=body.format)
+        return webhook.model_dump(mode="json")
+
+    @router.get("/webhooks")
+    async def list_webhooks(service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Endpoints (admins), without their secrets."""
+        if caller.role != "admin":
+            raise NotAllowed("only admins manage webhooks")
+        items = await service.store.list_webhooks()
+        return {"items": [w.model_dump(mode="json", exclude={"secret"}) for w in items]}
+
+    @router.post("/webhooks/{webhook_id}/remove")
+    async def delete_webhook(
+        webhook_id: str, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Stop sending to an endpoint (admins)."""
+        removed = await remove_webhook(service, caller, webhook_id)
+        return removed.model_dump(mode="json", exclude={"secret"})
+
+    @router.get("/webhooks/deliveries")
+    async def deliveries(
+        service: ServiceDep,
+        caller: Caller,
+        status: DeliveryStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> dict[str, Any]:
+        """The delivery log, newest first (admins)."""
+        if caller.role != "admin":
+            raise NotAllowed("only admins manage webhooks")
+        items = await service.store.list_deliveries(status=status, limit=limit)
+        return {"items": [d.model_dump(mode="json") for d in items]}
+
+    @router.post("/webhooks/deliveries/{delivery_id}/redeliver")
+    async def redeliver_one(
+        delivery_id: str, request: Request, service: ServiceDep, caller: Caller
+    ) -> dict[str, Any]:
+        """Send one delivery again now (admins)."""
+        public = getattr(request.app.state, "public_url", None)
+        delivery = await redeliver(service, caller, delivery_id, base_url=public)
+        return delivery.model_dump(mode="json")
+
     @router.get("/me")
     async def me(caller: Caller) -> dict[str, Any]:
         """Who the token belongs to."""
@@ -250,17 +306,29 @@ def api_router() -> APIRouter:
 
 
 def create_app(
-    service: Service, *, max_body: int = 1_048_576, sweep: bool = True, heartbeat: float = 15.0
+    service: Service,
+    *,
+    max_body: int = 1_048_576,
+    sweep: bool = True,
+    heartbeat: float = 15.0,
+    public_url: str | None = None,
 ) -> FastAPI:
-    """The signoff ASGI app over an open ``service``."""
+    """The signoff ASGI app over an open ``service``.
+
+    While it runs (its lifespan) it expires overdue requests (``sweep``) and delivers
+    events to webhooks; ``public_url`` is where links in webhook messages point.
+    """
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        dispatcher = WebhookDispatcher(service, base_url=public_url)
         if sweep:
             service.start_sweeper()
+        await dispatcher.start()
         try:
             yield
         finally:
+            await dispatcher.stop()
             await service.stop_sweeper()
 
     app = FastAPI(
@@ -272,6 +340,7 @@ def create_app(
     app.state.service = service
     install_error_handlers(app)
     app.state.heartbeat = heartbeat
+    app.state.public_url = public_url
     app.include_router(api_router())
     app.include_router(events_router())
 

@@ -19,6 +19,7 @@ from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import Request, RequestKind, Status
+from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError
 
 __all__ = [
@@ -74,6 +75,10 @@ class Write:
     """Entries to append to the audit chain, in order."""
     events: tuple[EventDraft, ...] = ()
     """Events to append to the event log, in order."""
+    webhooks: tuple[Webhook, ...] = ()
+    """Webhook endpoints to insert, or to replace by id."""
+    deliveries: tuple[Delivery, ...] = ()
+    """Webhook deliveries to insert, or to replace by id."""
 
 
 @dataclass(frozen=True)
@@ -190,3 +195,17 @@ class Store(Protocol):
 
     async def last_event_seq(self) -> int:
         """The seq of the newest event (0 when none)."""
+
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints, oldest first."""
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """One delivery, or None."""
+
+    async def list_deliveries(
+        self, *, status: DeliveryStatus | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """Deliveries, newest first."""
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first."""

@@ -10,6 +10,7 @@ from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.store.base import (
     MAX_PAGE,
     Committed,
@@ -39,6 +40,8 @@ class MemoryStore:
         self._tokens: dict[str, TokenRecord] = {}
         self._audit: list[AuditEntry] = []
         self._events: list[Event] = []
+        self._webhooks: dict[str, Webhook] = {}
+        self._deliveries: dict[str, Delivery] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -67,6 +70,10 @@ class MemoryStore:
                 self._grants[grant.id] = grant
             for token in write.tokens:
                 self._tokens[token.id] = token
+            for webhook in write.webhooks:
+                self._webhooks[webhook.id] = webhook
+            for delivery in write.deliveries:
+                self._deliveries[delivery.id] = delivery
             audit: list[AuditEntry] = []
             for draft in write.audit:
                 prev = self._audit[-1].hash if self._audit else GENESIS_HASH
@@ -223,3 +230,29 @@ class MemoryStore:
     async def last_event_seq(self) -> int:
         """The newest event's seq."""
         return len(self._events)
+
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints, oldest first."""
+        return sorted(self._webhooks.values(), key=lambda w: (w.created_at, w.id))
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """One delivery, or None."""
+        return self._deliveries.get(delivery_id)
+
+    async def list_deliveries(
+        self, *, status: DeliveryStatus | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """Deliveries, newest first."""
+        found = [d for d in self._deliveries.values() if status is None or d.status == status]
+        found.sort(key=lambda d: (d.created_at, d.event_seq, d.id), reverse=True)
+        return found[:limit]
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first."""
+        due = [
+            d
+            for d in self._deliveries.values()
+            if d.status == "pending" and d.next_attempt_at <= now
+        ]
+        due.sort(key=lambda d: (d.next_attempt_at, d.id))
+        return due[:limit]

@@ -30,6 +30,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
 from signoff.store.base import (
     MAX_PAGE,
@@ -479,6 +480,56 @@ class SQLiteStore:
 
         return self._lookup(q)
 
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints, oldest first."""
+
+        def q(conn: sqlite3.Connection) -> list[Webhook]:
+            rows = conn.execute("SELECT data FROM webhooks ORDER BY created_us, id")
+            return [Webhook.model_validate_json(r[0]) for r in rows]
+
+        return self._lookup(q)
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """One delivery, or None."""
+
+        def q(conn: sqlite3.Connection) -> Delivery | None:
+            row = conn.execute(
+                "SELECT data FROM deliveries WHERE id = ?", (delivery_id,)
+            ).fetchone()
+            return Delivery.model_validate_json(row[0]) if row else None
+
+        return self._lookup(q)
+
+    async def list_deliveries(
+        self, *, status: DeliveryStatus | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """Deliveries, newest first."""
+        where = "WHERE status = ? " if status is not None else ""
+        params: list[object] = [status] if status is not None else []
+
+        def q(conn: sqlite3.Connection) -> list[Delivery]:
+            rows = conn.execute(
+                f"SELECT data FROM deliveries {where}"  # noqa: S608 - a fixed clause
+                "ORDER BY created_us DESC, event_seq DESC, id DESC LIMIT ?",
+                [*params, limit],
+            )
+            return [Delivery.model_validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first."""
+
+        def q(conn: sqlite3.Connection) -> list[Delivery]:
+            rows = conn.execute(
+                "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= ? "
+                "ORDER BY next_attempt_us, id LIMIT ?",
+                (to_micros(now), limit),
+            )
+            return [Delivery.model_validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
 
 def _duplicate_row(
     conn: sqlite3.Connection,
@@ -569,6 +620,24 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
                 grant.requested_by,
                 to_micros(grant.created_at),
                 grant.model_dump_json(),
+            ),
+        )
+    for webhook in write.webhooks:
+        conn.execute(
+            "INSERT OR REPLACE INTO webhooks (id, created_us, data) VALUES (?, ?, ?)",
+            (webhook.id, to_micros(webhook.created_at), webhook.model_dump_json()),
+        )
+    for delivery in write.deliveries:
+        conn.execute(
+            "INSERT OR REPLACE INTO deliveries (id, status, next_attempt_us, created_us, "
+            "event_seq, data) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                delivery.id,
+                delivery.status,
+                to_micros(delivery.next_attempt_at),
+                to_micros(delivery.created_at),
+                delivery.event_seq,
+                delivery.model_dump_json(),
             ),
         )
     for token in write.tokens:

@@ -79,7 +79,26 @@ CREATE TABLE events (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL,)
+_WEBHOOKS = """
+CREATE TABLE webhooks (
+    id TEXT PRIMARY KEY,
+    created_us INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE deliveries (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    next_attempt_us INTEGER NOT NULL,
+    created_us INTEGER NOT NULL,
+    event_seq INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX deliveries_due ON deliveries (next_attempt_us) WHERE status = 'pending';
+CREATE INDEX deliveries_status ON deliveries (status, created_us DESC, event_seq DESC);
+CREATE INDEX deliveries_created ON deliveries (created_us DESC, event_seq DESC);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

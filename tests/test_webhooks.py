@@ -1,0 +1,175 @@
+"""Webhooks: signed POSTs to a real receiver, retries with backoff, the log, redelivery."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from signoff.domain.webhooks import MAX_ATTEMPTS, Delivery, verify_signature
+from signoff.errors import InvalidRequest, NotAllowed
+from signoff.service import Service
+from signoff.testing import ADMIN, AGENT, APPROVER, FakeClock
+from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
+from tests.serving import free_port
+
+
+@dataclass
+class Receiver:
+    """A real HTTP endpoint that records what it is sent and can fail on purpose."""
+
+    url: str
+    fail_next: int = 0
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A receiver served by uvicorn on a free port in this event loop."""
+    port = free_port()
+    state = Receiver(url=f"http://127.0.0.1:{port}/hook")
+
+    async def hook(request: Request) -> Response:
+        body = await request.body()
+        if state.fail_next > 0:
+            state.fail_next -= 1
+            return Response("try later", status_code=500)
+        state.received.append((dict(request.headers), body))
+        state.arrived.set()
+        return Response("ok")
+
+    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(1000):  # uvicorn offers no event for "listening"
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    yield state
+    server.should_exit = True
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@pytest.fixture
+async def dispatcher(service: Service) -> AsyncIterator[WebhookDispatcher]:
+    """A dispatcher polling every 20 ms."""
+    running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
+    await running.start()
+    yield running
+    await running.stop()
+
+
+async def delivery_in(service: Service, status: str, timeout: float = 10) -> Delivery:
+    """Wait until some delivery reaches ``status``."""
+    for _ in range(int(timeout / 0.02)):
+        found = await service.store.list_deliveries(status=status)  # type: ignore[arg-type]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no delivery became {status}")
+
+
+async def test_every_event_arrives_signed(
+    service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
+) -> None:
+    """A submit and a decision each arrive as a POST whose HMAC signature verifies."""
+    hook = await add_webhook(service, ADMIN, receiver.url, secret="s3cret-value")
+    request = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    for _ in range(500):
+        if len(receiver.received) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [json.loads(body)["type"] for _, body in receiver.received] == ["created", "decided"]
+    headers, body = receiver.received[0]
+    now = int(service.clock().timestamp())
+    assert verify_signature(hook.secret, headers["x-signoff-signature"], body, now=now)
+    assert not verify_signature("wrong", headers["x-signoff-signature"], body, now=now)
+    assert not verify_signature(hook.secret, headers["x-signoff-signature"], body + b" ", now=now)
+    assert headers["x-signoff-event"] == "created"
+    log = await service.store.list_deliveries(status="delivered")
+    assert len(log) == 2 and all(d.attempts == 1 for d in log)
+
+
+async def test_failures_are_retried_with_backoff(
+    service: Service, clock: FakeClock, receiver: Receiver, dispatcher: WebhookDispatcher
+) -> None:
+    """Two 500s are retried after 2 s and 4 s; the third attempt delivers."""
+    receiver.fail_next = 2
+    await add_webhook(service, ADMIN, receiver.url)
+    await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+    first = await delivery_in(service, "pending")
+    for _ in range(200):
+        first = (await service.store.list_deliveries())[0]
+        if first.attempts == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert first.last_error == "HTTP 500"
+    assert (first.next_attempt_at - clock()).total_seconds() == 2
+    clock.advance(2)
+    for _ in range(200):
+        if (await service.store.list_deliveries())[0].attempts == 2:
+            break
+        await asyncio.sleep(0.01)
+    clock.advance(4)
+    delivered = await delivery_in(service, "delivered")
+    assert delivered.attempts == 3 and len(receiver.received) == 1
+
+
+async def test_gives_up_then_redelivers_by_hand(
+    service: Service, clock: FakeClock, receiver: Receiver, dispatcher: WebhookDispatcher
+) -> None:
+    """After MAX_ATTEMPTS failures a delivery is failed; redeliver sends it again."""
+    receiver.fail_next = MAX_ATTEMPTS
+    await add_webhook(service, ADMIN, receiver.url)
+    await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+    for _ in range(MAX_ATTEMPTS):
+        clock.advance(3600)
+        await asyncio.sleep(0.1)
+    failed = await delivery_in(service, "failed")
+    assert failed.attempts == MAX_ATTEMPTS and receiver.received == []
+    with pytest.raises(NotAllowed):
+        await redeliver(service, APPROVER, failed.id)
+    again = await redeliver(service, ADMIN, failed.id)
+    assert again.status == "delivered" and len(receiver.received) == 1
+
+
+async def test_slack_format_links_and_escapes(
+    service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
+) -> None:
+    """Slack messages link to the request and escape agent text."""
+    await add_webhook(service, ADMIN, receiver.url, fmt="slack")
+    request = (
+        await service.submit(
+            {"session_id": "s", "tool_name": "t", "tool_args": {"x": "<img src=x>"}}, AGENT
+        )
+    ).request
+    await asyncio.wait_for(receiver.arrived.wait(), 10)
+    message: dict[str, Any] = json.loads(receiver.received[0][1])
+    assert f"<http://signoff.example/requests/{request.id}|Open in signoff>" in message["text"]
+    assert "<img" not in message["text"] and "&lt;img src=x&gt;" in message["text"]
+
+
+async def test_only_admins_manage_webhooks(service: Service, receiver: Receiver) -> None:
+    """Adding needs an admin and an http(s) URL; a removed webhook gets nothing more."""
+    with pytest.raises(NotAllowed):
+        await add_webhook(service, APPROVER, receiver.url)
+    with pytest.raises(InvalidRequest):
+        await add_webhook(service, ADMIN, "ftp://example.com")
+    hook = await add_webhook(service, ADMIN, receiver.url)
+    removed = await remove_webhook(service, ADMIN, hook.id)
+    assert removed.active is False
+    with pytest.raises(InvalidRequest):
+        await remove_webhook(service, ADMIN, hook.id)
