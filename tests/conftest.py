@@ -14,7 +14,7 @@ from signoff.store.base import Store
 from signoff.store.memory import MemoryStore
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import FakeClock
-from tests.serving import Server, free_port, start_server
+from tests.serving import Receiver, Server, free_port, run_receiver, start_server
 
 BACKENDS = ["memory", "sqlite"]
 
@@ -61,3 +61,10 @@ def server(tmp_path: Path) -> Iterator[Server]:
     yield running
     if running.process.poll() is None:
         running.stop()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    """A real webhook receiver on a free port."""
+    async with run_receiver() as running:
+        yield running

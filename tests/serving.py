@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 import httpx
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 
 def free_port() -> int:
@@ -85,3 +93,41 @@ def agent_token(server: Server, name: str = "bot") -> str:
 def bearer(token: str) -> dict[str, str]:
     """An Authorization header."""
     return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass
+class Receiver:
+    """A real HTTP endpoint that records what it is sent and can fail on purpose."""
+
+    url: str
+    fail_next: int = 0
+    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@contextlib.asynccontextmanager
+async def run_receiver() -> AsyncIterator[Receiver]:
+    """A webhook receiver served by uvicorn on a free port in this event loop."""
+    port = free_port()
+    state = Receiver(url=f"http://127.0.0.1:{port}/hook")
+
+    async def hook(request: Request) -> Response:
+        body = await request.body()
+        if state.fail_next > 0:
+            state.fail_next -= 1
+            return Response("try later", status_code=500)
+        state.received.append((dict(request.headers), body))
+        state.arrived.set()
+        return Response("ok")
+
+    app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(1000):  # uvicorn offers no event for "listening"
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    yield state
+    server.should_exit = True
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

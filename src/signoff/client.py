@@ -21,6 +21,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, TokenRecord
 from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.submission import NewRequest
+from signoff.domain.webhooks import Delivery, Webhook
 from signoff.errors import (
     ArgsMismatch,
     CallerError,
@@ -229,6 +230,49 @@ class _Ops:
         )
 
     @staticmethod
+    def add_webhook(url: str, secret: str | None, fmt: str) -> _Op[Webhook]:
+        body = {"url": url, "secret": secret, "format": fmt}
+        return _Op("POST", f"{API}/webhooks", lambda r: Webhook.model_validate(r.json()), json=body)
+
+    @staticmethod
+    def list_webhooks() -> _Op[list[Webhook]]:
+        return _Op(
+            "GET",
+            f"{API}/webhooks",
+            lambda r: [
+                Webhook.model_validate({**w, "secret": "(hidden)"}) for w in r.json()["items"]
+            ],
+        )
+
+    @staticmethod
+    def remove_webhook(webhook_id: str) -> _Op[Webhook]:
+        return _Op(
+            "POST",
+            f"{API}/webhooks/{webhook_id}/remove",
+            lambda r: Webhook.model_validate({**r.json(), "secret": "(hidden)"}),
+        )
+
+    @staticmethod
+    def list_deliveries(status: str | None, limit: int) -> _Op[list[Delivery]]:
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        return _Op(
+            "GET",
+            f"{API}/webhooks/deliveries",
+            lambda r: [Delivery.model_validate(d) for d in r.json()["items"]],
+            params=params,
+        )
+
+    @staticmethod
+    def redeliver(delivery_id: str) -> _Op[Delivery]:
+        return _Op(
+            "POST",
+            f"{API}/webhooks/deliveries/{delivery_id}/redeliver",
+            lambda r: Delivery.model_validate(r.json()),
+        )
+
+    @staticmethod
     def me() -> _Op[Principal]:
         return _Op("GET", f"{API}/me", lambda r: Principal.model_validate(r.json()))
 
@@ -358,6 +402,30 @@ class AsyncClient:
     async def list_tokens(self) -> list[TokenRecord]:
         """Tokens' records (admins), without their hashes."""
         return await self._run(_Ops.list_tokens())
+
+    async def add_webhook(
+        self, url: str, *, secret: str | None = None, fmt: str = "json"
+    ) -> Webhook:
+        """Add a webhook endpoint (admins); the answer carries its secret."""
+        return await self._run(_Ops.add_webhook(url, secret, fmt))
+
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints (admins), secrets hidden."""
+        return await self._run(_Ops.list_webhooks())
+
+    async def remove_webhook(self, webhook_id: str) -> Webhook:
+        """Stop sending to an endpoint (admins)."""
+        return await self._run(_Ops.remove_webhook(webhook_id))
+
+    async def list_deliveries(
+        self, *, status: str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """The webhook delivery log, newest first (admins)."""
+        return await self._run(_Ops.list_deliveries(status, limit))
+
+    async def redeliver(self, delivery_id: str) -> Delivery:
+        """Send one delivery again now (admins)."""
+        return await self._run(_Ops.redeliver(delivery_id))
 
     async def events(
         self, *, since: int | None = None, session_id: str | None = None
@@ -503,3 +571,23 @@ class Client:
     def list_tokens(self) -> list[TokenRecord]:
         """Tokens' records (admins), without their hashes."""
         return self._run(_Ops.list_tokens())
+
+    def add_webhook(self, url: str, *, secret: str | None = None, fmt: str = "json") -> Webhook:
+        """Add a webhook endpoint (admins); the answer carries its secret."""
+        return self._run(_Ops.add_webhook(url, secret, fmt))
+
+    def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints (admins), secrets hidden."""
+        return self._run(_Ops.list_webhooks())
+
+    def remove_webhook(self, webhook_id: str) -> Webhook:
+        """Stop sending to an endpoint (admins)."""
+        return self._run(_Ops.remove_webhook(webhook_id))
+
+    def list_deliveries(self, *, status: str | None = None, limit: int = 100) -> list[Delivery]:
+        """The webhook delivery log, newest first (admins)."""
+        return self._run(_Ops.list_deliveries(status, limit))
+
+    def redeliver(self, delivery_id: str) -> Delivery:
+        """Send one delivery again now (admins)."""
+        return self._run(_Ops.redeliver(delivery_id))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 
-from tests.serving import Server
+from tests.serving import Receiver, Server
 
 
 def remote(server: Server, token: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -87,3 +88,36 @@ def test_target_errors_are_one_line(server: Server) -> None:
     assert no_token.returncode == 3 and "--token" in no_token.stderr
     bad = remote(server, "so_wrong", "pending")
     assert bad.returncode == 3 and "token" in bad.stderr
+
+
+async def test_webhooks_from_the_cli(server: Server, receiver: Receiver) -> None:
+    """webhooks add / deliveries / redeliver / remove, against a running server."""
+    admin = server.admin_token
+    assert admin is not None
+
+    async def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(remote, server, admin, *args)
+
+    added = await cli("webhooks", "add", receiver.url, "--secret", "hook-secret-1")
+    assert added.returncode == 0, added.stderr
+    hook_id = added.stdout.split()[0]
+    assert "secret: hook-secret-1" in added.stdout
+    listed = await cli("webhooks", "list")
+    assert hook_id in listed.stdout and "hook-secret-1" not in listed.stdout
+    await cli("submit", "--tool", "t")
+    await asyncio.wait_for(receiver.arrived.wait(), 20)
+    _, body = receiver.received[0]
+    assert json.loads(body)["type"] == "created"
+    for _ in range(100):
+        log = await cli("webhooks", "deliveries", "--status", "delivered")
+        if "dlv_" in log.stdout:
+            break
+        await asyncio.sleep(0.1)
+    delivery_id = next(w for w in log.stdout.split() if w.startswith("dlv_"))
+    again = await cli("webhooks", "redeliver", delivery_id)
+    assert again.returncode == 0 and "delivered" in again.stdout
+    assert len(receiver.received) == 2
+    assert (await cli("webhooks", "remove", hook_id)).returncode == 0
+    assert (await cli("webhooks", "remove", hook_id)).returncode == 3
+    bad = await cli("webhooks", "add", "not-a-url")
+    assert bad.returncode == 3 and bad.stderr.startswith("error: ")

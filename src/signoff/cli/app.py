@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, policy, requests, serve
+from signoff.cli import admin, policy, requests, serve, webhooks
 
 __all__ = ["app"]
 
@@ -20,3 +20,4 @@ serve.register(app)
 requests.register(app)
 admin.register(app)
 policy.register(app)
+webhooks.register(app)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, cast
 
 import typer
 from pydantic import JsonValue
@@ -23,6 +23,8 @@ from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request
 from signoff.domain.submission import NewRequest
+from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook, WebhookFormat
+from signoff.errors import InvalidRequest
 from signoff.eventstream import follow_events
 from signoff.service import BatchOutcome, Service, Submitted
 from signoff.store.base import Page, RequestQuery
@@ -71,6 +73,15 @@ class Backend(Protocol):
     def events(
         self, *, since: int | None = None, session_id: str | None = None
     ) -> AsyncIterator[Event]: ...
+    async def add_webhook(
+        self, url: str, *, secret: str | None = None, fmt: str = "json"
+    ) -> Webhook: ...
+    async def list_webhooks(self) -> list[Webhook]: ...
+    async def remove_webhook(self, webhook_id: str) -> Webhook: ...
+    async def list_deliveries(
+        self, *, status: str | None = None, limit: int = 100
+    ) -> list[Delivery]: ...
+    async def redeliver(self, delivery_id: str) -> Delivery: ...
 
 
 class LocalBackend:
@@ -140,6 +151,48 @@ class LocalBackend:
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens' records."""
         return await self.service.store.list_tokens()
+
+    async def add_webhook(
+        self, url: str, *, secret: str | None = None, fmt: str = "json"
+    ) -> Webhook:
+        """Add a webhook endpoint."""
+        if fmt not in ("json", "slack"):
+            raise InvalidRequest("a webhook format is json or slack")
+        from signoff import webhooks  # sending needs httpx (the server extra)
+
+        return await webhooks.add_webhook(
+            self.service,
+            self.principal,
+            url,
+            secret=secret,
+            fmt=cast(WebhookFormat, fmt),
+        )
+
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints."""
+        return await self.service.store.list_webhooks()
+
+    async def remove_webhook(self, webhook_id: str) -> Webhook:
+        """Stop sending to an endpoint."""
+        from signoff import webhooks  # sending needs httpx (the server extra)
+
+        return await webhooks.remove_webhook(self.service, self.principal, webhook_id)
+
+    async def list_deliveries(
+        self, *, status: str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """The delivery log, newest first."""
+        if status not in (None, "pending", "delivered", "failed"):
+            raise InvalidRequest("a delivery status is pending, delivered or failed")
+        return await self.service.store.list_deliveries(
+            status=cast(DeliveryStatus | None, status), limit=limit
+        )
+
+    async def redeliver(self, delivery_id: str) -> Delivery:
+        """Send one delivery again now."""
+        from signoff import webhooks  # sending needs httpx (the server extra)
+
+        return await webhooks.redeliver(self.service, self.principal, delivery_id)
 
     async def events(
         self, *, since: int | None = None, session_id: str | None = None
