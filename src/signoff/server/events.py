@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -24,10 +25,28 @@ from signoff.eventstream import follow_events
 from signoff.server.deps import API, current_principal
 from signoff.service import Service
 
-__all__ = ["HEARTBEAT", "event_message", "events_router"]
+__all__ = ["HEARTBEAT", "event_message", "event_text", "events_router"]
 
 HEARTBEAT = 15.0
 """Seconds between heartbeats on an idle stream."""
+
+
+_TEXT_CACHE: OrderedDict[tuple[int, str, int], str] = OrderedDict()
+_TEXT_CACHE_SIZE = 4096
+_HEARTBEAT_TEXT = json.dumps({"type": "heartbeat"})
+
+
+def event_text(event: Event) -> str:
+    """The event as JSON text, serialized once however many clients receive it."""
+    # seq alone is not unique across databases in one process; the request id is random
+    key = (event.seq, event.request.id, event.request.version)
+    text = _TEXT_CACHE.get(key)
+    if text is None:
+        text = json.dumps(event_message(event), ensure_ascii=False)
+        _TEXT_CACHE[key] = text
+        if len(_TEXT_CACHE) > _TEXT_CACHE_SIZE:
+            _TEXT_CACHE.popitem(last=False)
+    return text
 
 
 def event_message(event: Event) -> dict[str, Any]:
@@ -75,7 +94,7 @@ def events_router() -> APIRouter:
                 if event is None:
                     yield ": heartbeat\n\n"
                 else:
-                    data = json.dumps(event_message(event), ensure_ascii=False)
+                    data = event_text(event)
                     yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
 
         return StreamingResponse(
@@ -111,8 +130,7 @@ def events_router() -> APIRouter:
             ):  # fmt: skip
                 if reader.done():
                     return
-                message = {"type": "heartbeat"} if event is None else event_message(event)
-                await websocket.send_text(json.dumps(message, ensure_ascii=False))
+                await websocket.send_text(_HEARTBEAT_TEXT if event is None else event_text(event))
         except (WebSocketDisconnect, RuntimeError):
             return
         finally:
