@@ -40,7 +40,7 @@ def serve(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     db: DbOption = None,
 ) -> None:
-    """Run the signoff server: the HTTP API under /api/v1 and live events (SSE, WebSocket)."""
+    """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
         import uvicorn
 
@@ -64,14 +64,25 @@ def serve(
                 console.print("admin token, shown only this once (only its hash is stored):")
                 console.print(f"admin token: {token}", markup=False)
                 console.print(
-                    f'try: curl -H "Authorization: Bearer {token}" {base}/api/v1/requests',
+                    "open the inbox (the link signs you in, as Jupyter's does):", markup=False
+                )
+                console.print(f"    {base}/login?token={token}", markup=False, soft_wrap=True)
+                console.print(
+                    f'API: curl -H "Authorization: Bearer {token}" {base}/api/v1/requests',
                     markup=False,
                     soft_wrap=True,
                 )
             else:
+                db_flag = f" --db {db}" if db else ""
                 console.print(
-                    "an admin token was printed on first start; make another with: "
-                    "signoff token create NAME --role admin" + (f" --db {db}" if db else ""),
+                    f"inbox: {base}/ (sign in with an approver or admin token; the admin "
+                    "token was printed on first start)",
+                    markup=False,
+                    soft_wrap=True,
+                )
+                console.print(
+                    f"a new sign-in token: signoff token create NAME --role approver{db_flag}, "
+                    f"then open {base}/login?token=TOKEN",
                     markup=False,
                     soft_wrap=True,
                 )

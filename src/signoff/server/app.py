@@ -22,6 +22,8 @@ from signoff.server.events import events_router
 from signoff.server.limits import BodyLimit
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
+from signoff.web.routes import SecurityHeaders, static_files, web_router
+from signoff.web.sessions import cookie_principal
 from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
 
 __all__ = ["API", "create_app"]
@@ -349,5 +351,9 @@ def create_app(
         """Liveness: no authentication."""
         return JSONResponse({"ok": True})
 
+    app.state.cookie_principal = cookie_principal
+    app.include_router(web_router())
+    app.mount("/static", static_files(), name="static")
     app.add_middleware(BodyLimit, max_body=max_body)
+    app.add_middleware(SecurityHeaders)
     return app

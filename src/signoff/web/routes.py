@@ -1,0 +1,236 @@
+"""The web inbox's pages: sign-in, the page shells, static files and security headers.
+
+The pages are shells the server renders with who is signed in and their CSRF token; the
+scripts in ``static/`` fill them from the public API and the live event stream. No
+business logic lives here: every decision goes through the same API as any other client.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import string
+from importlib import resources
+from typing import Annotated
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from signoff.domain.principals import DECIDER_ROLES, TokenRecord, hash_token
+from signoff.service import Service
+from signoff.web.sessions import COOKIE, SESSION_MAX_AGE, WebSession, issue_session, read_session
+
+__all__ = ["CSP", "SecurityHeaders", "static_files", "web_router"]
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""No inline script or style, nothing from elsewhere, never framed."""
+
+_WEB = resources.files("signoff.web")
+_TEMPLATES = {
+    name: string.Template(_WEB.joinpath("templates", f"{name}.html").read_text("utf-8"))
+    for name in ("page", "login")
+}
+_FORM_LIMIT = 4096
+
+
+class SecurityHeaders:
+    """Add the CSP and friends to every HTTP response."""
+
+    HEADERS = (
+        (b"content-security-policy", CSP.encode()),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"no-referrer"),
+        (b"x-frame-options", b"DENY"),
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self.HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def static_files() -> StaticFiles:
+    """The inbox's scripts and stylesheet, shipped inside the package."""
+    return StaticFiles(directory=str(_WEB.joinpath("static")))
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this server: never another host (no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    if any(c in target for c in "\r\n\\") or len(target) > 500:
+        return "/"
+    return target
+
+
+def _login_page(
+    message: str, *, status: int, next_path: str = "/", error: bool = True, form: bool = True
+) -> HTMLResponse:
+    form_html = ""
+    if form:
+        form_html = (
+            '<form method="post" action="/login">'
+            f'<input type="hidden" name="next" value="{html.escape(next_path)}">'
+            '<label for="token">API token (approver or admin)</label>'
+            '<input id="token" name="token" type="password" autocomplete="off" required>'
+            '<button type="submit">Sign in</button></form>'
+            "<p class=hint>Make one with <code>signoff token create NAME --role approver</code>; "
+            "<code>signoff serve</code> prints a sign-in link on first start.</p>"
+        )
+    body = _TEMPLATES["login"].substitute(
+        refresh="",
+        message=html.escape(message),
+        message_class="error" if error else "",
+        form=form_html,
+    )
+    return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _signed_in(session: WebSession, next_path: str) -> HTMLResponse:
+    """Set the cookie, then move on with a same-site navigation.
+
+    A meta refresh rather than a redirect: a SameSite=Strict cookie set during a redirect
+    that started on another site (a link in chat) would not be sent to the next page.
+    """
+    target = html.escape(next_path)
+    body = _TEMPLATES["login"].substitute(
+        refresh=f'<meta http-equiv="refresh" content="0;url={target}">',
+        message=f"Signed in as {session.principal.name}.",
+        message_class="",
+        form=f'<p><a href="{target}">Continue to the inbox</a></p>',
+    )
+    response = HTMLResponse(body, headers={"Cache-Control": "no-store"})
+    response.set_cookie(
+        COOKIE,
+        session.cookie,
+        max_age=SESSION_MAX_AGE,
+        httponly=True,
+        samesite="strict",
+        secure=False,
+        path="/",
+    )
+    return response
+
+
+async def _sign_in(service: Service, token: str, next_path: str) -> HTMLResponse:
+    record: TokenRecord | None = None
+    if 0 < len(token) <= 200:
+        record = await service.store.find_token(hash_token(token.strip()))
+    if record is None or record.revoked_at is not None:
+        return _login_page("Unknown or revoked token.", status=401, next_path=next_path)
+    if record.role not in DECIDER_ROLES:
+        return _login_page(
+            "Agent tokens cannot sign in to the inbox; use an approver or admin token.",
+            status=403,
+            next_path=next_path,
+        )
+    return _signed_in(issue_session(record), next_path)
+
+
+def web_router() -> APIRouter:
+    """Sign-in, sign-out and the inbox's pages."""
+    router = APIRouter(include_in_schema=False)
+
+    async def session_of(request: Request) -> WebSession | None:
+        service: Service = request.app.state.service
+        return await read_session(service, request.cookies.get(COOKIE))
+
+    async def page(
+        request: Request, name: str, title: str, request_id: str = ""
+    ) -> Response:
+        session = await session_of(request)
+        if session is None:
+            target = quote(request.url.path, safe="/")
+            return RedirectResponse(f"/login?next={target}", status_code=303)
+        service: Service = request.app.state.service
+        seq = await service.store.last_event_seq()
+        body = _TEMPLATES["page"].substitute(
+            csrf=html.escape(session.csrf),
+            seq=seq,
+            user=html.escape(session.principal.name),
+            role=html.escape(session.principal.role),
+            title=html.escape(title),
+            page=name,
+            request_id=html.escape(request_id),
+        )
+        return HTMLResponse(body, headers={"Cache-Control": "no-store"})
+
+    @router.get("/")
+    async def inbox(request: Request) -> Response:
+        """The pending queue."""
+        return await page(request, "inbox", "Inbox")
+
+    @router.get("/history")
+    async def history(request: Request) -> Response:
+        """Decided and executed requests."""
+        return await page(request, "history", "History")
+
+    @router.get("/grants")
+    async def grants(request: Request) -> Response:
+        """Standing grants, with revoke buttons."""
+        return await page(request, "grants", "Grants")
+
+    @router.get("/requests/{request_id}")
+    async def one_request(
+        request: Request, request_id: Annotated[str, Path(max_length=100)]
+    ) -> Response:
+        """One request: its controls while pending, its decision, result and audit trail."""
+        return await page(request, "request", "Request", request_id)
+
+    @router.get("/login")
+    async def login(
+        request: Request,
+        token: Annotated[str | None, Query(max_length=200)] = None,
+        next_: Annotated[str | None, Query(alias="next", max_length=500)] = None,
+    ) -> Response:
+        """Sign in from a link carrying a token (as Jupyter does), or show the form."""
+        next_path = _safe_next(next_)
+        if token is not None:
+            return await _sign_in(request.app.state.service, token, next_path)
+        if await session_of(request) is not None:
+            return RedirectResponse(next_path, status_code=303)
+        return _login_page("Sign in with an API token.", status=200, next_path=next_path,
+                           error=False)  # fmt: skip
+
+    @router.post("/login")
+    async def login_form(request: Request) -> Response:
+        """Sign in from the form."""
+        body = await request.body()
+        if len(body) > _FORM_LIMIT:
+            return _login_page("The form is too large.", status=413)
+        fields = parse_qs(body.decode("utf-8", "replace"))
+        token = (fields.get("token") or [""])[0]
+        return await _sign_in(
+            request.app.state.service, token, _safe_next((fields.get("next") or ["/"])[0])
+        )
+
+    @router.post("/logout")
+    async def logout(request: Request) -> Response:
+        """Sign out: the form must carry the session's CSRF token."""
+        session = await session_of(request)
+        body = await request.body()
+        fields = parse_qs(body[:_FORM_LIMIT].decode("utf-8", "replace"))
+        sent = (fields.get("csrf") or [""])[0]
+        if session is not None and not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+            return _login_page("Missing or wrong CSRF token.", status=403, form=False)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    return router

@@ -1,0 +1,321 @@
+// One request as a card: what the agent asks, exactly what would run, and the controls
+// for the decisions its kind allows. Used by the inbox and by a request's own page.
+
+import { ApiError, decide } from "./api.js";
+import { lineDiff, unifiedDiff } from "./diff.js";
+import { ago, h, pretty, remaining, when } from "./dom.js";
+
+const TITLES = { approval: "Tool call", choice: "Choice", questions: "Questions" };
+
+export function title(req) {
+  if (req.kind === "approval") return req.tool_name;
+  return req.prompt || (req.kind === "questions" ? req.questions.map((q) => q.text).join(" · ") : "");
+}
+
+function statusBadge(req) {
+  return h("span", { class: `badge status-${req.status}`, "data-role": "status" }, req.status);
+}
+
+export function countdown(req) {
+  if (!req.expires_at || req.status !== "pending") return null;
+  return h("span", { class: "countdown", "data-expires": req.expires_at, title: `expires ${when(req.expires_at)}` },
+    `expires in ${remaining(req.expires_at)}`);
+}
+
+/** Keep every countdown on the page current. */
+export function tickCountdowns() {
+  for (const el of document.querySelectorAll(".countdown[data-expires]")) {
+    const left = remaining(el.dataset.expires);
+    el.textContent = left === "expired" ? "expiring…" : `expires in ${left}`;
+    el.classList.toggle("soon", new Date(el.dataset.expires).getTime() - Date.now() < 60_000);
+  }
+}
+
+function section(label, ...content) {
+  return h("section", { class: "part" }, h("h3", {}, label), ...content);
+}
+
+function describe(req) {
+  const parts = [];
+  if (req.kind === "approval") {
+    parts.push(section("Arguments", h("pre", { class: "args", "data-role": "args" }, pretty(req.tool_args))));
+    if (req.preview) {
+      const p = req.preview;
+      parts.push(section(`File: ${p.path}${p.exists ? "" : " (new file)"}`,
+        p.note ? h("p", { class: "note" }, p.note) : null,
+        p.diff ? unifiedDiff(p.diff, `diff of ${p.path}`) : h("p", { class: "note" }, "no change")));
+    }
+  } else if (req.status !== "pending" && req.kind === "choice") {
+    parts.push(h("p", { class: "meta" }, `options: ${req.options.join(" · ")}`));
+  }
+  if (req.context !== null && req.context !== undefined) {
+    const text = typeof req.context === "string" ? req.context : pretty(req.context);
+    parts.push(section("Context", h("pre", { class: "context" }, text)));
+  }
+  if (req.policy_note) parts.push(h("p", { class: "note" }, `Policy: ${req.policy_note}`));
+  if (req.quorum > 1) {
+    const names = req.votes.map((v) => v.decided_by).join(", ");
+    parts.push(h("p", { class: "votes", "data-role": "votes" },
+      `${req.votes.length} of ${req.quorum} approvals${names ? ` (${names})` : ""}`));
+  }
+  return parts;
+}
+
+function decisionSummary(d) {
+  const x = d.decision;
+  const bits = [`${x.type} by ${d.decided_by}`];
+  if (d.via !== "person") bits.push(`(via ${d.via})`);
+  if (x.scope && x.scope !== "once") bits.push(`scope ${x.scope}`);
+  if (x.reason) bits.push(`reason: ${x.reason}`);
+  if (x.feedback) bits.push(`feedback: ${x.feedback}`);
+  if (x.choice) bits.push(`choice: ${x.choice}`);
+  if (x.choices) bits.push(`choices: ${x.choices.join(", ")}`);
+  return bits.join(" · ");
+}
+
+function outcome(req) {
+  const parts = [];
+  if (req.decision) {
+    parts.push(h("p", { class: "decision", "data-role": "decision" },
+      decisionSummary(req.decision), " · ", when(req.decision.decided_at)));
+    const answers = req.decision.decision.answers;
+    if (answers && Object.keys(answers).length) {
+      parts.push(h("dl", { class: "answers" }, Object.entries(answers).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
+    }
+  }
+  if (req.kind === "approval" && req.approved_args && JSON.stringify(req.approved_args) !== JSON.stringify(req.tool_args)) {
+    parts.push(section("Approved with edited arguments", lineDiff(pretty(req.tool_args), pretty(req.approved_args), "edited arguments")));
+  }
+  if (req.claimed_by) parts.push(h("p", { class: "meta" }, `claimed by ${req.claimed_by} · ${when(req.claimed_at)}`));
+  if (req.result) {
+    const r = req.result;
+    parts.push(section(r.ok ? "Result" : "Failed",
+      h("pre", { class: `result ${r.ok ? "ok" : "failed"}`, "data-role": "result" },
+        r.ok ? pretty(r.result) : r.error || "failed")));
+  }
+  return parts;
+}
+
+/**
+ * Build the card. opts: {selectable, link, onDecided(request), onSelect()}.
+ * Returns the element; el.update(req) refreshes it in place.
+ */
+export function requestCard(req, opts = {}) {
+  const el = h("article", { class: "card", tabindex: "-1" });
+  let current = null;
+
+  const render = (r) => {
+    current = r;
+    el.replaceChildren();
+    el.dataset.id = r.id;
+    el.dataset.kind = r.kind;
+    el.dataset.status = r.status;
+    const head = h("header", {},
+      opts.selectable && r.status === "pending"
+        ? h("input", { type: "checkbox", class: "select", "aria-label": `select ${title(r)}`, onchange: () => opts.onSelect?.() })
+        : null,
+      h("span", { class: `badge kind-${r.kind}` }, TITLES[r.kind]),
+      opts.link
+        ? h("a", { class: "title", href: `/requests/${encodeURIComponent(r.id)}` }, title(r))
+        : h("span", { class: "title" }, title(r)),
+      statusBadge(r),
+      countdown(r),
+      h("span", { class: "meta" },
+        `${r.requested_by} · session ${r.session_id} · `,
+        h("time", { datetime: r.created_at, title: when(r.created_at) }, ago(r.created_at))));
+    el.append(head, ...describe(r));
+    if (r.status === "pending") el.append(controls(r, el, opts));
+    else el.append(...outcome(r));
+  };
+
+  el.update = (r) => {
+    if (current && r.version <= current.version) return;
+    // keep what a person is typing unless the request left the state they were deciding in
+    if (current && r.status === current.status && el.contains(document.activeElement)) {
+      const votes = el.querySelector('[data-role="votes"]');
+      const fresh = describe(r).find((p) => p.dataset?.role === "votes");
+      if (votes && fresh) votes.replaceWith(fresh);
+      current = r;
+      return;
+    }
+    render(r);
+  };
+  el.request = () => current;
+  render(req);
+  return el;
+}
+
+function controls(req, card, opts) {
+  const allowed = new Set(req.allowed_decisions);
+  const error = h("p", { class: "error", role: "alert", "data-role": "error" });
+  const box = h("div", { class: "controls" });
+
+  const send = async (decision, button) => {
+    error.textContent = "";
+    const buttons = box.querySelectorAll("button");
+    for (const b of buttons) b.disabled = true;
+    if (button) button.setAttribute("aria-busy", "true");
+    try {
+      const decided = await decide(req.id, decision);
+      card.update(decided);
+      opts.onDecided?.(decided);
+    } catch (e) {
+      error.textContent = e instanceof ApiError ? e.message : String(e);
+      for (const b of buttons) b.disabled = false;
+    } finally {
+      if (button) button.removeAttribute("aria-busy");
+    }
+  };
+  card.approve = () => {
+    const scope = box.querySelector('[data-role="scope"]');
+    if (allowed.has("approve")) send({ type: "approve", ...(scope ? { scope: scope.value } : {}) });
+  };
+  card.focusReject = () => box.querySelector('[data-role="reason"]')?.focus();
+
+  const reason = h("input", {
+    type: "text", "data-role": "reason", placeholder: "reason (told to the agent)", maxlength: 20000,
+    "aria-label": "rejection reason",
+    onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); rejectButton.click(); } },
+  });
+  const rejectButton = h("button", { type: "button", class: "reject", "data-action": "reject",
+    onclick: (e) => send({ type: "reject", reason: reason.value }, e.currentTarget) }, "Reject");
+
+  if (req.kind === "approval") {
+    const row = h("div", { class: "row" });
+    if (allowed.has("approve")) {
+      const scope = h("select", { "data-role": "scope", "aria-label": "scope" },
+        h("option", { value: "once" }, "once"),
+        h("option", { value: "session" }, "this session"),
+        h("option", { value: "always" }, "always"));
+      row.append(
+        h("button", { type: "button", class: "approve", "data-action": "approve",
+          onclick: (e) => send({ type: "approve", scope: scope.value }, e.currentTarget) }, "Approve"),
+        h("label", { class: "scope" }, "scope ", scope),
+        h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+    }
+    box.append(row);
+    const editor = argsEditor(req, (args, button) =>
+      send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]').value }, button));
+    if (allowed.has("approve")) box.append(editor);
+  } else if (req.kind === "choice" && allowed.has("choose")) {
+    box.append(choiceControls(req, send));
+  } else if (req.kind === "questions") {
+    box.append(questionControls(req, allowed, send));
+  }
+  if (allowed.has("reject")) box.append(h("div", { class: "row" }, reason, rejectButton));
+  if (allowed.has("respond")) {
+    const feedback = h("input", { type: "text", "data-role": "feedback", maxlength: 20000,
+      placeholder: "tell the model instead of running the tool", "aria-label": "response to the model" });
+    box.append(h("div", { class: "row" }, feedback,
+      h("button", { type: "button", "data-action": "respond", onclick: (e) => {
+        if (!feedback.value.trim()) { error.textContent = "write what the model should be told"; return; }
+        send({ type: "respond", feedback: feedback.value }, e.currentTarget);
+      } }, "Respond")));
+  }
+  box.append(error);
+  return box;
+}
+
+function argsEditor(req, approveEdited) {
+  const original = pretty(req.tool_args);
+  const text = h("textarea", { class: "json", "data-role": "args-editor", spellcheck: "false",
+    rows: Math.min(20, original.split("\n").length + 2), "aria-label": "edited arguments (JSON)" });
+  text.value = original;
+  const problem = h("p", { class: "error", "data-role": "json-error", role: "alert" });
+  const review = h("div", { class: "review", "data-role": "edit-review" });
+  const wrap = h("div", { class: "editor", hidden: true },
+    text, problem,
+    h("div", { class: "row" },
+      h("button", { type: "button", "data-action": "review-edit", onclick: () => check() }, "Review changes"),
+      h("button", { type: "button", onclick: () => wrap.toggle() }, "Cancel")),
+    review);
+
+  const check = () => {
+    review.replaceChildren();
+    problem.textContent = "";
+    let args;
+    try {
+      args = JSON.parse(text.value);
+    } catch (e) {
+      problem.textContent = `not valid JSON: ${e.message}`;
+      return;
+    }
+    if (args === null || typeof args !== "object" || Array.isArray(args)) {
+      problem.textContent = "the arguments must be a JSON object";
+      return;
+    }
+    const edited = pretty(args);
+    if (edited === original) {
+      problem.textContent = "nothing changed; use Approve to run the call as proposed";
+      return;
+    }
+    review.append(
+      h("h3", {}, "Original vs edited"),
+      lineDiff(original, edited, "original vs edited arguments"),
+      h("button", { type: "button", class: "approve", "data-action": "approve-edited",
+        onclick: (e) => approveEdited(args, e.currentTarget) }, "Approve edited"));
+  };
+  wrap.toggle = () => {
+    wrap.hidden = !wrap.hidden;
+    if (!wrap.hidden) text.focus();
+  };
+  return wrap;
+}
+
+function choiceControls(req, send) {
+  const box = h("div", { class: "choice" });
+  if (req.multi_select) {
+    const boxes = req.options.map((o) => h("input", { type: "checkbox", value: o, "data-role": "option" }));
+    box.append(h("div", { class: "checks" }, req.options.map((o, i) => h("label", {}, boxes[i], " ", o))));
+    const other = req.allow_other ? otherInput() : null;
+    if (other) box.append(other);
+    box.append(h("button", { type: "button", class: "approve", "data-action": "choose",
+      onclick: (e) => {
+        const picked = boxes.filter((b) => b.checked).map((b) => b.value);
+        if (other?.value.trim()) picked.push(other.value.trim());
+        send({ type: "choose", choices: picked }, e.currentTarget);
+      } }, "Choose selected"));
+  } else {
+    box.append(h("div", { class: "row options" }, req.options.map((o) =>
+      h("button", { type: "button", class: "option", "data-action": "choose", "data-option": o,
+        onclick: (e) => send({ type: "choose", choice: o }, e.currentTarget) }, o))));
+    if (req.allow_other) {
+      const other = otherInput();
+      box.append(h("div", { class: "row" }, other,
+        h("button", { type: "button", "data-action": "choose-other", onclick: (e) => {
+          if (other.value.trim()) send({ type: "choose", choice: other.value.trim() }, e.currentTarget);
+        } }, "Send")));
+    }
+  }
+  return box;
+}
+
+function otherInput() {
+  return h("input", { type: "text", "data-role": "other", placeholder: "other (free text)",
+    maxlength: 20000, "aria-label": "other answer" });
+}
+
+function questionControls(req, allowed, send) {
+  const fields = req.questions.map((q) =>
+    h("textarea", { "data-question": q.id, rows: 2, maxlength: 20000, required: q.required, "aria-label": q.text }));
+  const feedback = h("textarea", { "data-role": "answer-feedback", rows: 2, maxlength: 20000,
+    "aria-label": "feedback", placeholder: "feedback for the agent" });
+  const box = h("div", { class: "questions" },
+    req.questions.map((q, i) => h("label", { class: "question" },
+      h("span", {}, q.text, q.required ? " *" : ""), fields[i])));
+  const row = h("div", { class: "row" });
+  if (allowed.has("approve")) {
+    row.append(h("button", { type: "button", class: "approve", "data-action": "approve",
+      onclick: (e) => send({ type: "approve" }, e.currentTarget) }, "Approve"));
+  }
+  if (allowed.has("answer")) {
+    box.append(h("label", { class: "question" }, h("span", {}, "Feedback"), feedback));
+    row.append(h("button", { type: "button", "data-action": "answer", onclick: (e) => {
+      const answers = {};
+      req.questions.forEach((q, i) => { if (fields[i].value.trim()) answers[q.id] = fields[i].value; });
+      send({ type: "answer", answers, ...(feedback.value.trim() ? { feedback: feedback.value } : {}) }, e.currentTarget);
+    } }, "Send answers (edit)"));
+  }
+  box.append(row);
+  return box;
+}
