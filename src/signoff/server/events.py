@@ -9,6 +9,7 @@ last replayed seq are skipped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -114,6 +115,8 @@ def events_router() -> APIRouter:
         try:
             caller = await _ws_principal(websocket)
         except SignoffError as exc:
+            # accept, then close: a refused handshake reaches a browser as a bare 1006
+            await websocket.accept()
             await websocket.close(code=4401, reason=exc.message[:120])
             return
         await websocket.accept()
@@ -122,19 +125,24 @@ def events_router() -> APIRouter:
             while True:
                 await websocket.receive_text()
 
-        reader = asyncio.create_task(drain_incoming())
-        try:
+        async def send_events() -> None:
             async for event in follow_events(
                 service, caller, since=since, session_id=session_id,
                 heartbeat=websocket.app.state.heartbeat,
             ):  # fmt: skip
-                if reader.done():
-                    return
                 await websocket.send_text(_HEARTBEAT_TEXT if event is None else event_text(event))
-        except (WebSocketDisconnect, RuntimeError):
-            return
+
+        # whichever ends first ends both: a client that goes away frees its handler at once,
+        # not at the next event or heartbeat
+        tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            reader.cancel()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                    await task
 
     return router
 

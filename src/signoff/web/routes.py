@@ -151,9 +151,7 @@ def web_router() -> APIRouter:
         service: Service = request.app.state.service
         return await read_session(service, request.cookies.get(COOKIE))
 
-    async def page(
-        request: Request, name: str, title: str, request_id: str = ""
-    ) -> Response:
+    async def page(request: Request, name: str, title: str, request_id: str = "") -> Response:
         session = await session_of(request)
         if session is None:
             target = quote(request.url.path, safe="/")
