@@ -34,6 +34,7 @@ watch: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/pending_scale.py
+	$(BIN)/python bench/server.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

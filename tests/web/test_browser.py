@@ -107,9 +107,9 @@ def test_agent_supplied_markup_stays_inert(page: Page, agent: Agent) -> None:
     assert dialogs == []
 
 
-def test_batch_approve_selected_then_approve_all(page: Page, agent: Agent) -> None:
-    """Selected requests are approved together; "approve all", once confirmed, takes the rest."""
-    ids = [agent.submit(tool_name="t", tool_args={"n": n})["id"] for n in range(4)]
+def test_batch_approve_and_reject_selected_then_approve_all(page: Page, agent: Agent) -> None:
+    """Selected requests are decided together; "approve all", once confirmed, takes the rest."""
+    ids = [agent.submit(tool_name="t", tool_args={"n": n})["id"] for n in range(5)]
     for request_id in ids:
         page.wait_for_selector(card(page, request_id))
     page.check(f"{card(page, ids[0])} input.select")
@@ -118,12 +118,19 @@ def test_batch_approve_selected_then_approve_all(page: Page, agent: Agent) -> No
     page.click("[data-action=approve-selected]")
     page.wait_for_selector(card(page, ids[0]), state="detached")
     page.wait_for_selector(card(page, ids[1]), state="detached")
-    assert [agent.get(i)["status"] for i in ids] == ["approved", "approved", "pending", "pending"]
+    page.check(f"{card(page, ids[2])} input.select")
+    page.fill("[data-role=batch-reason]", "duplicate job")
+    page.click("[data-action=reject-selected]")
+    page.wait_for_selector(card(page, ids[2]), state="detached")
+    statuses = [agent.get(i)["status"] for i in ids]
+    assert statuses == ["approved", "approved", "rejected", "pending", "pending"]
+    assert agent.get(ids[2])["decision"]["decision"]["reason"] == "duplicate job"
     page.click("[data-action=approve-all]")
-    assert agent.get(ids[2])["status"] == "pending"  # nothing happens before the confirmation
+    assert agent.get(ids[3])["status"] == "pending"  # nothing happens before the confirmation
     page.click("[data-action=confirm-approve-all]")
     page.wait_for_selector("[data-role=empty]:not([hidden])")
-    assert {agent.get(i)["status"] for i in ids} == {"approved"}
+    assert [agent.get(i)["status"] for i in ids[3:]] == ["approved", "approved"]
+    assert page.inner_text("#pending-count") == "0"
 
 
 def test_file_edit_shows_a_diff_with_line_numbers(page: Page, agent: Agent, tmp_path: Path) -> None:

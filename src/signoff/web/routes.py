@@ -74,7 +74,8 @@ def _safe_next(target: str | None) -> str:
     """Only a path on this server: never another host (no open redirect)."""
     if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
         return "/"
-    if any(c in target for c in "\r\n\\") or len(target) > 500:
+    # browsers drop tabs and newlines from URLs, so "/\t/evil" would become "//evil"
+    if any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in target) or len(target) > 500:
         return "/"
     return target
 
@@ -111,7 +112,7 @@ def _signed_in(session: WebSession, next_path: str) -> HTMLResponse:
     target = html.escape(next_path)
     body = _TEMPLATES["login"].substitute(
         refresh=f'<meta http-equiv="refresh" content="0;url={target}">',
-        message=f"Signed in as {session.principal.name}.",
+        message=html.escape(f"Signed in as {session.principal.name}."),
         message_class="",
         form=f'<p><a href="{target}">Continue to the inbox</a></p>',
     )

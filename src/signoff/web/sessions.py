@@ -79,7 +79,7 @@ async def read_session(
     if not cookie or len(cookie) > 300:
         return None
     parts = cookie.split(".")
-    if len(parts) != 4 or not parts[1].isdigit():
+    if len(parts) != 4 or not (parts[1].isascii() and parts[1].isdigit()):
         return None
     token_id, issued, nonce, mac = parts
     age = (now if now is not None else time.time()) - int(issued)
