@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from signoff.bus.follower import EventLogFollower
@@ -43,6 +44,26 @@ async def test_slow_subscriber_is_marked_lagged_not_blocking() -> None:
     fresh = bus.subscribe()
     await service.submit({"session_id": "s9", "tool_name": "t"}, AGENT)
     assert fresh.get_nowait() is not None and not fresh.lagged
+
+
+async def test_a_waiting_get_wakes_on_publish_and_times_out_when_idle() -> None:
+    """get() returns the event as soon as it is published, and None once its timeout passes."""
+    service = memory_service()
+    subscription = service.bus.subscribe()
+    assert await subscription.get(timeout=0.01) is None
+    waiting = asyncio.create_task(subscription.get(timeout=30))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    created = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+    event = await asyncio.wait_for(waiting, 5)
+    assert event is not None and event.request.id == created.id
+    cancelled = asyncio.create_task(subscription.get(timeout=30))
+    await asyncio.sleep(0)
+    cancelled.cancel()
+    await asyncio.gather(cancelled, return_exceptions=True)
+    await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+    assert await subscription.get(timeout=1) is not None  # a cancelled wait loses nothing
+    subscription.close()
 
 
 async def test_follower_publishes_what_another_process_wrote(tmp_path: Path) -> None:

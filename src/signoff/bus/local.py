@@ -34,7 +34,9 @@ class Subscription:
         self._bus = bus
         self.request_id = request_id
         self.session_id = session_id
-        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=maxsize)
+        self._queue: deque[Event] = deque()
+        self._maxsize = maxsize
+        self._waiter: asyncio.Future[None] | None = None
         self.lagged = False
 
     def wants(self, event: Event) -> bool:
@@ -47,24 +49,37 @@ class Subscription:
         """Queue ``event`` if wanted, without blocking the publisher."""
         if self.lagged or not self.wants(event):
             return
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
+        if len(self._queue) >= self._maxsize:
             self.lagged = True
+            return
+        self._queue.append(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def get(self, timeout: float | None = None) -> Event | None:
         """The next event, or None after ``timeout`` seconds."""
-        try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        except TimeoutError:
-            return None
+        # one future and one timer per wait, no task (as asyncio.wait_for makes): with a
+        # thousand WebSocket readers per event this was most of what fanning out cost
+        if not self._queue:
+            loop = asyncio.get_running_loop()
+            waiter = self._waiter = loop.create_future()
+            timer = None
+            if timeout is not None:
+                timer = loop.call_later(timeout, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._queue:
+                return None
+        return self._queue.popleft()
 
     def get_nowait(self) -> Event | None:
         """The next queued event, or None when none is queued."""
-        try:
-            return self._queue.get_nowait()
-        except asyncio.QueueEmpty:
-            return None
+        return self._queue.popleft() if self._queue else None
 
     def close(self) -> None:
         """Stop receiving events."""
@@ -89,6 +104,11 @@ class Subscription:
             event = await self.get()
             if event is not None:
                 yield event
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class EventBus(Protocol):

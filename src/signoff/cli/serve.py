@@ -55,7 +55,11 @@ def serve(
         async with open_service(db, follow=True) as service:
             token = await ensure_admin_token(service)
             app = create_app(service)
-            config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+            # events are small JSON sent to many sockets at once: compressing each copy for
+            # each socket costs more CPU than it saves bytes
+            config = uvicorn.Config(
+                app, host=host, port=port, log_level="warning", ws_per_message_deflate=False
+            )
             server = uvicorn.Server(config)
             console.print(
                 f"signoff serving on {base} (database {db or default_db_url()})", soft_wrap=True
