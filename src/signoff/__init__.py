@@ -44,6 +44,7 @@ from signoff.errors import (
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
+    TokenNotFound,
     Unauthenticated,
 )
 from signoff.service import BatchOutcome, Service, Submitted
@@ -112,6 +113,7 @@ __all__ = [
     "StoreUnavailable",
     "Submitted",
     "Subscription",
+    "TokenNotFound",
     "Unauthenticated",
     "__version__",
     "args_digest",

@@ -35,6 +35,7 @@ from signoff.errors import (
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
+    TokenNotFound,
     Unauthenticated,
 )
 from signoff.service import BatchOutcome, Submitted
@@ -72,6 +73,8 @@ def _error(response: httpx.Response, path_id: str | None) -> SignoffError:
     if response.status_code == 404:
         if name == "GrantNotFound":
             return GrantNotFound(path_id or "?")
+        if name == "TokenNotFound":
+            return TokenNotFound(path_id or "?")
         return RequestNotFound(path_id or "?")
     if name in _BY_NAME:
         return _BY_NAME[name](detail)
@@ -227,6 +230,15 @@ class _Ops:
                 TokenRecord.model_validate({**t, "token_hash": "(not disclosed)"})
                 for t in r.json()["items"]
             ],
+        )
+
+    @staticmethod
+    def revoke_token(token_id: str) -> _Op[TokenRecord]:
+        return _Op(
+            "POST",
+            f"{API}/tokens/{token_id}/revoke",
+            lambda r: TokenRecord.model_validate({**r.json(), "token_hash": "(not disclosed)"}),
+            subject=token_id,
         )
 
     @staticmethod
@@ -403,6 +415,10 @@ class AsyncClient:
         """Tokens' records (admins), without their hashes."""
         return await self._run(_Ops.list_tokens())
 
+    async def revoke_token(self, token_id: str) -> TokenRecord:
+        """Revoke a token (admins)."""
+        return await self._run(_Ops.revoke_token(token_id))
+
     async def add_webhook(
         self, url: str, *, secret: str | None = None, fmt: str = "json"
     ) -> Webhook:
@@ -559,6 +575,10 @@ class Client:
     def revoke_grant(self, grant_id: str) -> Grant:
         """Revoke a standing grant."""
         return self._run(_Ops.revoke_grant(grant_id))
+
+    def revoke_token(self, token_id: str) -> TokenRecord:
+        """Revoke a token (admins)."""
+        return self._run(_Ops.revoke_token(token_id))
 
     def me(self) -> Principal:
         """Who this client's token belongs to."""

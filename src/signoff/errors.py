@@ -7,6 +7,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     ├── CallerError                 the caller asked for something that cannot be done
     │   ├── RequestNotFound         no such request (or not visible to the caller)
     │   ├── GrantNotFound           no such standing grant
+    │   ├── TokenNotFound           no such API token
     │   ├── InvalidRequest          a request that cannot be submitted as given
     │   ├── InvalidDecision         a decision the request does not allow, or malformed
     │   ├── InvalidTransition       the request is not in a state that allows this
@@ -35,6 +36,7 @@ __all__ = [
     "RuntimeFailure",
     "SignoffError",
     "StoreUnavailable",
+    "TokenNotFound",
     "Unauthenticated",
 ]
 
@@ -65,6 +67,14 @@ class GrantNotFound(CallerError):
     def __init__(self, grant_id: str) -> None:
         super().__init__(f"no grant with id {grant_id!r}")
         self.grant_id = grant_id
+
+
+class TokenNotFound(CallerError):
+    """No API token has this id."""
+
+    def __init__(self, token_id: str) -> None:
+        super().__init__(f"no token with id {token_id!r}")
+        self.token_id = token_id
 
 
 class InvalidRequest(CallerError):

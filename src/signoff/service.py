@@ -49,6 +49,7 @@ from signoff.errors import (
     NotAllowed,
     RequestNotFound,
     SignoffError,
+    TokenNotFound,
     Unauthenticated,
 )
 from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
@@ -468,6 +469,25 @@ class Service:
         )
         await self._commit(Write(at=now, tokens=(record,), audit=(audit,)))
         return token, record
+
+    async def revoke_token(self, token_id: str, principal: Principal) -> TokenRecord:
+        """Stop a token authenticating anyone, and end the inbox sessions signed in with it."""
+        if principal.role != "admin":
+            raise NotAllowed(f"{principal.name} is an {principal.role} and may not revoke tokens")
+        record = next((t for t in await self.store.list_tokens() if t.id == token_id), None)
+        if record is None:
+            raise TokenNotFound(token_id)
+        if record.revoked_at is not None:
+            raise InvalidTransition(f"token {token_id} was already revoked")
+        now = self.clock()
+        revoked = record.model_copy(update={"revoked_at": now})
+        audit = AuditDraft(
+            action="token.revoke",
+            actor=principal.name,
+            details={"token_id": record.id, "name": record.name, "role": record.role},
+        )
+        await self._commit(Write(at=now, tokens=(revoked,), audit=(audit,)))
+        return revoked
 
     async def authenticate(self, token: str) -> Principal:
         """The principal a bearer token stands for."""

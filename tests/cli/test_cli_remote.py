@@ -121,3 +121,30 @@ async def test_webhooks_from_the_cli(server: Server, receiver: Receiver) -> None
     assert (await cli("webhooks", "remove", hook_id)).returncode == 3
     bad = await cli("webhooks", "add", "not-a-url")
     assert bad.returncode == 3 and bad.stderr.startswith("error: ")
+
+
+def test_token_revoke_locally_and_over_http(server: Server) -> None:
+    """A revoked token stops working at once; revoking needs an admin and a known id."""
+    admin = server.admin_token
+    assert admin is not None
+    made = remote(server, admin, "token", "create", "carol", "--role", "approver")
+    carol = made.stdout.strip()
+    token_id = made.stderr.split()[1]
+    assert token_id.startswith("tok_")
+    assert remote(server, carol, "pending").returncode == 0
+    refused = remote(server, carol, "token", "revoke", token_id)
+    assert refused.returncode == 3 and "may not revoke tokens" in refused.stderr
+    done = remote(server, admin, "token", "revoke", token_id)
+    assert done.returncode == 0 and "revoked token" in done.stdout, done.stderr
+    gone = remote(server, carol, "pending")
+    assert gone.returncode == 3 and "revoked" in gone.stderr
+    again = remote(server, admin, "token", "revoke", token_id)
+    assert again.returncode == 3 and "already revoked" in again.stderr
+    unknown = server.cli("token", "revoke", "tok_nope")
+    assert unknown.returncode == 3 and unknown.stderr == "error: no token with id 'tok_nope'\n"
+    local = server.cli("token", "create", "dave", "--role", "agent")
+    local_id = local.stderr.split()[1]
+    assert server.cli("token", "revoke", local_id).returncode == 0
+    assert "token.revoke" in server.cli("audit", "log").stdout
+    listed = server.cli("token", "list").stdout
+    assert local_id in listed and token_id in listed

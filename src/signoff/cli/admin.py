@@ -23,7 +23,7 @@ from signoff.domain.principals import Role
 __all__ = ["register"]
 
 audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)
-token_app = typer.Typer(help="Create and list API tokens.", no_args_is_help=True)
+token_app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 grants_app = typer.Typer(help="List and revoke standing grants.", no_args_is_help=True)
 
 
@@ -85,6 +85,23 @@ def token_create(
             markup=False,
         )
         console.print(secret, markup=False)
+
+    run(go)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[str, typer.Argument(help="The token's id (tok_...), from token list.")],
+    db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Revoke a token: it stops working at once, and so do inbox sign-ins made with it."""
+
+    async def go() -> None:
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            revoked = await backend.revoke_token(token_id)
+        console.print(f"revoked token {revoked.id} ({revoked.name}, {revoked.role})", markup=False)
 
     run(go)
 

@@ -70,6 +70,7 @@ class Backend(Protocol):
     async def revoke_grant(self, grant_id: str) -> Grant: ...
     async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]: ...
     async def list_tokens(self) -> list[TokenRecord]: ...
+    async def revoke_token(self, token_id: str) -> TokenRecord: ...
     def events(
         self, *, since: int | None = None, session_id: str | None = None
     ) -> AsyncIterator[Event]: ...
@@ -151,6 +152,10 @@ class LocalBackend:
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens' records."""
         return await self.service.store.list_tokens()
+
+    async def revoke_token(self, token_id: str) -> TokenRecord:
+        """Revoke a token as this principal."""
+        return await self.service.revoke_token(token_id, self.principal)
 
     async def add_webhook(
         self, url: str, *, secret: str | None = None, fmt: str = "json"

@@ -253,6 +253,12 @@ def api_router() -> APIRouter:
         records = await service.store.list_tokens()
         return {"items": [t.model_dump(mode="json", exclude={"token_hash"}) for t in records]}
 
+    @router.post("/tokens/{token_id}/revoke")
+    async def revoke_token(token_id: str, service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """Revoke a token (admins): it and the inbox sessions made with it stop working."""
+        revoked = await service.revoke_token(token_id, caller)
+        return revoked.model_dump(mode="json", exclude={"token_hash"})
+
     @router.post("/webhooks", status_code=201)
     async def create_webhook(
         body: WebhookBody, service: ServiceDep, caller: Caller

@@ -248,11 +248,11 @@ class MemoryStore:
         return found[:limit]
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
-        """Pending deliveries whose next attempt is due, oldest first."""
+        """Pending deliveries whose next attempt is due, oldest first, in event order."""
         due = [
             d
             for d in self._deliveries.values()
             if d.status == "pending" and d.next_attempt_at <= now
         ]
-        due.sort(key=lambda d: (d.next_attempt_at, d.id))
+        due.sort(key=lambda d: (d.next_attempt_at, d.event_seq, d.id))
         return due[:limit]

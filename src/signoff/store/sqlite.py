@@ -518,12 +518,12 @@ class SQLiteStore:
         return await self._read(q)
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
-        """Pending deliveries whose next attempt is due, oldest first."""
+        """Pending deliveries whose next attempt is due, oldest first, in event order."""
 
         def q(conn: sqlite3.Connection) -> list[Delivery]:
             rows = conn.execute(
                 "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= ? "
-                "ORDER BY next_attempt_us, id LIMIT ?",
+                "ORDER BY next_attempt_us, event_seq, id LIMIT ?",
                 (to_micros(now), limit),
             )
             return [Delivery.model_validate_json(r[0]) for r in rows]
