@@ -1,35 +1,22 @@
 """Where a command's operations go: the database in this process, or a server over HTTP.
 
-``LocalBackend`` holds the service and the principal acting here and offers the same
-methods, with the same signatures, as :class:`signoff.client.AsyncClient`, so every
-command runs unchanged against ``--db`` or ``--server URL --token T``.
+Every command runs unchanged against ``--db`` or ``--server URL --token T``: both give a
+:class:`signoff.backends.Backend`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Protocol, cast
+from typing import Annotated
 
 import typer
-from pydantic import JsonValue
 
-from signoff.bus.follower import EventLogFollower
+from signoff.backends import Backend, LocalBackend
 from signoff.cli.context import fail, open_service
-from signoff.domain.audit import AuditEntry, ChainReport
-from signoff.domain.decisions import Decision
-from signoff.domain.events import Event
-from signoff.domain.grants import Grant
-from signoff.domain.principals import Principal, Role, TokenRecord
-from signoff.domain.requests import Request
-from signoff.domain.submission import NewRequest
-from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook, WebhookFormat
-from signoff.errors import InvalidRequest
-from signoff.eventstream import follow_events
-from signoff.service import BatchOutcome, Service, Submitted
-from signoff.store.base import Page, RequestQuery
+from signoff.domain.principals import Principal
 
-__all__ = ["Backend", "LocalBackend", "ServerOption", "TokenOption", "open_backend"]
+__all__ = ["ServerOption", "TokenOption", "open_backend"]
 
 ServerOption = Annotated[
     str | None,
@@ -49,170 +36,6 @@ TokenOption = Annotated[
         show_default=False,
     ),
 ]
-
-
-class Backend(Protocol):
-    """What the commands need, whether local or remote."""
-
-    async def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted: ...
-    async def get(self, request_id: str) -> Request: ...
-    async def list_requests(self, query: RequestQuery) -> Page: ...
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request: ...
-    async def decide_many(
-        self, request_ids: Sequence[str], type_: str, reason: str = ""
-    ) -> list[BatchOutcome]: ...
-    async def wait(self, request_id: str, timeout: float) -> Request: ...
-    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request: ...
-    async def cancel(self, request_id: str, reason: str = "") -> Request: ...
-    async def audit(self, request_id: str | None = None) -> list[AuditEntry]: ...
-    async def verify_audit(self) -> ChainReport: ...
-    async def list_grants(self, *, live_only: bool = True) -> list[Grant]: ...
-    async def revoke_grant(self, grant_id: str) -> Grant: ...
-    async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]: ...
-    async def list_tokens(self) -> list[TokenRecord]: ...
-    async def revoke_token(self, token_id: str) -> TokenRecord: ...
-    def events(
-        self, *, since: int | None = None, session_id: str | None = None
-    ) -> AsyncIterator[Event]: ...
-    async def add_webhook(
-        self, url: str, *, secret: str | None = None, fmt: str = "json"
-    ) -> Webhook: ...
-    async def list_webhooks(self) -> list[Webhook]: ...
-    async def remove_webhook(self, webhook_id: str) -> Webhook: ...
-    async def list_deliveries(
-        self, *, status: str | None = None, limit: int = 100
-    ) -> list[Delivery]: ...
-    async def redeliver(self, delivery_id: str) -> Delivery: ...
-
-
-class LocalBackend:
-    """The service in this process, acting as one principal."""
-
-    def __init__(self, service: Service, principal: Principal) -> None:
-        self.service = service
-        self.principal = principal
-
-    async def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted:
-        """Submit as this principal."""
-        return await self.service.submit(new, self.principal)
-
-    async def get(self, request_id: str) -> Request:
-        """One request this principal may see."""
-        return await self.service.get(request_id, self.principal)
-
-    async def list_requests(self, query: RequestQuery) -> Page:
-        """A page of requests this principal may see."""
-        return await self.service.list_requests(query, self.principal)
-
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
-        """Decide as this principal."""
-        return await self.service.decide(request_id, decision, self.principal)
-
-    async def decide_many(
-        self, request_ids: Sequence[str], type_: str, reason: str = ""
-    ) -> list[BatchOutcome]:
-        """Approve or reject several requests."""
-        body: dict[str, Any] = {"type": type_}
-        if type_ == "reject":
-            body["reason"] = reason
-        return await self.service.decide_many(request_ids, body, self.principal)
-
-    async def wait(self, request_id: str, timeout: float) -> Request:
-        """Wait for a decision."""
-        return await self.service.wait(request_id, timeout, self.principal)
-
-    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
-        """Claim an approved call."""
-        return await self.service.claim(request_id, args, self.principal)
-
-    async def cancel(self, request_id: str, reason: str = "") -> Request:
-        """Withdraw a pending request."""
-        return await self.service.cancel(request_id, self.principal, reason)
-
-    async def audit(self, request_id: str | None = None) -> list[AuditEntry]:
-        """Audit entries."""
-        return await self.service.audit(request_id)
-
-    async def verify_audit(self) -> ChainReport:
-        """Check the audit chain."""
-        return await self.service.verify_audit()
-
-    async def list_grants(self, *, live_only: bool = True) -> list[Grant]:
-        """Standing grants."""
-        return await self.service.list_grants(live_only=live_only)
-
-    async def revoke_grant(self, grant_id: str) -> Grant:
-        """Revoke a standing grant as this principal."""
-        return await self.service.revoke_grant(grant_id, self.principal)
-
-    async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]:
-        """Create a token."""
-        return await self.service.create_token(name, role, created_by=self.principal.name)
-
-    async def list_tokens(self) -> list[TokenRecord]:
-        """All tokens' records."""
-        return await self.service.store.list_tokens()
-
-    async def revoke_token(self, token_id: str) -> TokenRecord:
-        """Revoke a token as this principal."""
-        return await self.service.revoke_token(token_id, self.principal)
-
-    async def add_webhook(
-        self, url: str, *, secret: str | None = None, fmt: str = "json"
-    ) -> Webhook:
-        """Add a webhook endpoint."""
-        if fmt not in ("json", "slack"):
-            raise InvalidRequest("a webhook format is json or slack")
-        from signoff import webhooks  # sending needs httpx (the server extra)
-
-        return await webhooks.add_webhook(
-            self.service,
-            self.principal,
-            url,
-            secret=secret,
-            fmt=cast(WebhookFormat, fmt),
-        )
-
-    async def list_webhooks(self) -> list[Webhook]:
-        """Webhook endpoints."""
-        return await self.service.store.list_webhooks()
-
-    async def remove_webhook(self, webhook_id: str) -> Webhook:
-        """Stop sending to an endpoint."""
-        from signoff import webhooks  # sending needs httpx (the server extra)
-
-        return await webhooks.remove_webhook(self.service, self.principal, webhook_id)
-
-    async def list_deliveries(
-        self, *, status: str | None = None, limit: int = 100
-    ) -> list[Delivery]:
-        """The delivery log, newest first."""
-        if status not in (None, "pending", "delivered", "failed"):
-            raise InvalidRequest("a delivery status is pending, delivered or failed")
-        return await self.service.store.list_deliveries(
-            status=cast(DeliveryStatus | None, status), limit=limit
-        )
-
-    async def redeliver(self, delivery_id: str) -> Delivery:
-        """Send one delivery again now."""
-        from signoff import webhooks  # sending needs httpx (the server extra)
-
-        return await webhooks.redeliver(self.service, self.principal, delivery_id)
-
-    async def events(
-        self, *, since: int | None = None, session_id: str | None = None
-    ) -> AsyncIterator[Event]:
-        """Events after ``since`` from the log, then live ones from any process."""
-        follower = EventLogFollower(self.service.store, self.service.bus)
-        await follower.start()
-        try:
-            async for event in follow_events(
-                self.service, self.principal, since=since, session_id=session_id
-            ):
-                if event is not None:
-                    yield event
-        finally:
-            await follower.stop()
 
 
 @asynccontextmanager

@@ -1,0 +1,1 @@
+"""Where signoff meets agent frameworks: one module (and one extra) per framework."""
