@@ -72,10 +72,13 @@ async def test_idempotent_submit(service: Service) -> None:
         {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1"}, AGENT
     )
     again = await service.submit(
-        {"session_id": "s1", "tool_name": "shell", "tool_args": {}, "tool_call_id": "c1"}, AGENT
+        {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1"}, AGENT
     )
     assert first.created and not again.created
     assert again.request.id == first.request.id
+    for other in ({"tool_name": "shell", "tool_args": {}}, {"tool_name": "rm", "tool_args": ARGS}):
+        with pytest.raises(InvalidRequest, match="already used in session 's1' for a different"):
+            await service.submit({"session_id": "s1", "tool_call_id": "c1", **other}, AGENT)
     keyed = await service.submit({"session_id": "s9", "kind": "questions", "questions": ["?"],
                                   "idempotency_key": "k"}, AGENT)  # fmt: skip
     keyed_again = await service.submit(

@@ -173,6 +173,7 @@ class Service:
                 idempotency_key=new.idempotency_key,
             )
             if existing is not None:
+                _same_call(existing, new)
                 return Submitted(existing, created=False)
         now = self.clock()
         verdict: PolicyDecision | None = None
@@ -217,6 +218,7 @@ class Service:
             again = await self.store.get_request(dup.existing_id)
             if again is None:  # pragma: no cover - a duplicate cannot vanish
                 raise
+            _same_call(again, new)
             return Submitted(again, created=False)
         return Submitted(decided[0], created=True)
 
@@ -597,3 +599,19 @@ def _parse_decision(decision: Decision | Mapping[str, Any]) -> Decision:
         return DecisionAdapter.validate_python(dict(decision))
     except ValidationError as exc:
         raise InvalidDecision(validation_message(exc)) from None
+
+
+def _same_call(existing: Request, new: NewRequest) -> None:
+    """A repeated submit must be the same call: never hand back another call's request."""
+    if isinstance(existing, ApprovalRequest):
+        same = new.kind == "approval" and (new.tool_name, new.tool_args or {}) == (
+            existing.tool_name,
+            existing.tool_args,
+        )
+    else:
+        same = new.kind == existing.kind
+    if not same:
+        key = "tool_call_id" if new.tool_call_id is not None else "idempotency key"
+        raise InvalidRequest(
+            f"this {key} was already used in session {new.session_id!r} for a different call"
+        )

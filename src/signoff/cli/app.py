@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, policy, requests, serve, webhooks
+from signoff.cli import admin, demo, policy, requests, serve, webhooks
 
 __all__ = ["app"]
 
@@ -21,3 +21,4 @@ requests.register(app)
 admin.register(app)
 policy.register(app)
 webhooks.register(app)
+demo.register(app)

@@ -11,7 +11,7 @@ from signoff.cli.context import DbOption, console, fail, open_service, run
 from signoff.config import default_db_url
 from signoff.service import Service
 
-__all__ = ["register"]
+__all__ = ["check_port_free", "ensure_admin_token", "register"]
 
 ADMIN_NAME = "admin"
 
@@ -25,7 +25,7 @@ async def ensure_admin_token(service: Service) -> str | None:
     return token
 
 
-def _check_port_free(host: str, port: int) -> None:
+def check_port_free(host: str, port: int) -> None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -47,7 +47,7 @@ def serve(
         from signoff.server.app import create_app
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
-    _check_port_free(host, port)
+    check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
 
