@@ -35,7 +35,9 @@ async def sides(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await store.open()
     service = Service(store, bus=LocalBus(), read_file=read_text_file)
     if request.param == "service":
-        yield Sides(LocalBackend(service, AGENT), LocalBackend(service, APPROVER), service, "service")
+        yield Sides(
+            LocalBackend(service, AGENT), LocalBackend(service, APPROVER), service, "service"
+        )
     else:
         app = create_app(service, sweep=False, heartbeat=0.5)
         agent_token, _ = await service.create_token(AGENT.name, AGENT.role)
