@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +34,10 @@ from signoff.integrations.pydantic_ai import (
     resolve_deferred,
     run_with_signoff,
 )
+from signoff.service import Service
 from signoff.store.base import RequestQuery
+from signoff.store.sqlite import SQLiteStore
+from signoff.testing import APPROVER
 from tests.integrations.conftest import Sides
 
 ASK_ALL = Policy.from_toml('[tools]\nneed_approval = ["*"]\n')
@@ -205,14 +211,15 @@ async def test_policy_decides_which_tools_are_gated(sides: Sides) -> None:
     assert "d]=The call was denied by policy" in result.output
 
 
-async def test_pause_in_one_process_resume_in_another(sides: Sides) -> None:
-    """A paused run's stored history, restored elsewhere, asks again and finds the same request."""
+async def test_pause_then_resume_from_the_stored_history(sides: Sides) -> None:
+    """A paused run's stored history, restored by a new agent, finds the same request."""
     ran: list[tuple[str, dict[str, Any]]] = []
     calls = [ToolCallPart("shell", {"command": "deploy"}, tool_call_id="c1")]
     first = tool_agent(script(*calls), ran)
     stored: list[bytes] = []
 
-    async def save(result: Any) -> None:
+    async def save(result: Any, request_ids: list[str]) -> None:
+        assert len(request_ids) == 1
         stored.append(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
 
     with pytest.raises(TimeoutError):  # the first process dies while it waits
@@ -336,3 +343,80 @@ def status_script(request_id: str) -> Callable[[list[ModelMessage], AgentInfo], 
         return ModelResponse(parts=[ToolCallPart("signoff_status", {"ids": [request_id]})])
 
     return respond
+
+
+AGENT_PROCESS = """
+import asyncio, os, sys
+from pathlib import Path
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from signoff import Principal, Service, SQLiteStore
+from signoff.backends import LocalBackend
+from signoff.domain.policies import Policy
+from signoff.integrations.pydantic_ai import run_with_signoff
+
+mode, db, saved = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+
+def respond(messages, info):
+    returns = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+               if isinstance(p, ToolReturnPart)]
+    if returns:
+        return ModelResponse(parts=[TextPart(returns[0].model_response_str())])
+    return ModelResponse(parts=[ToolCallPart("shell", {"command": "deploy"}, tool_call_id="c1")])
+
+agent = Agent(FunctionModel(respond))
+
+@agent.tool_plain
+def shell(command: str) -> str:
+    return f"ran {command} in process {os.getpid()}"
+
+async def main():
+    policy = Policy.from_toml('[tools]\\nneed_approval = ["*"]\\n')
+    async with Service(SQLiteStore(db)) as service:
+        backend = LocalBackend(service, Principal(name="agent", role="agent"))
+        if mode == "pause":
+            async def die(result, ids):
+                saved.write_bytes(ModelMessagesTypeAdapter.dump_json(result.all_messages()))
+                print(ids[0], flush=True)
+                os._exit(0)  # the process dies while it waits, as a crash would
+            await run_with_signoff(agent, "go", signoff=backend, session_id="s1",
+                                   policy=policy, on_pause=die)
+        else:
+            history = ModelMessagesTypeAdapter.validate_json(saved.read_bytes())
+            result = await run_with_signoff(agent, None, signoff=backend, session_id="s1",
+                                            policy=policy, message_history=history, timeout=30)
+            print(result.output)
+
+asyncio.run(main())
+"""
+
+
+async def test_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
+    """One process pauses and dies; a person decides; another process resumes and runs it once."""
+    script_path = tmp_path / "agent_process.py"
+    script_path.write_text(AGENT_PROCESS)
+    db = str(tmp_path / "signoff.db")
+    saved = str(tmp_path / "history.json")
+
+    def agent_process(mode: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script_path), mode, db, saved],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    paused = await asyncio.to_thread(agent_process, "pause")
+    assert paused.returncode == 0, paused.stderr
+    request_id = paused.stdout.strip()
+    async with Service(SQLiteStore(db)) as service:
+        assert (await service.get(request_id)).status == "pending"
+        await service.decide(request_id, {"type": "approve"}, APPROVER)
+    resumed = await asyncio.to_thread(agent_process, "resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith("ran deploy in process ")
+    async with Service(SQLiteStore(db)) as service:
+        final = await service.get(request_id)
+        assert final.status == "completed"
+        page = await service.list_requests(RequestQuery(limit=10))
+        assert [r.id for r in page.items] == [request_id]  # asked again, found the same one

@@ -224,6 +224,7 @@ async def resolve_deferred(
     agent: Any = None,
     timeout: float = 300.0,
     messages: Sequence[ModelMessage] = (),
+    on_submitted: Callable[[list[str]], Awaitable[None]] | None = None,
 ) -> DeferredToolResults:
     """Ask signoff about every deferred approval, wait for all, and build the results.
 
@@ -231,7 +232,8 @@ async def resolve_deferred(
     tool_call_id (so asking again after a restart finds the same request), the call's
     metadata and which sibling calls already ran. A call still undecided at ``timeout`` is
     withdrawn and denied. External calls are not signoff's to answer: they are refused
-    rather than resumed without a result.
+    rather than resumed without a result. ``on_submitted`` gets the request ids once all
+    are filed, before the wait.
     """
     if deferred.calls:
         names = ", ".join(sorted(c.tool_name for c in deferred.calls))
@@ -263,6 +265,8 @@ async def resolve_deferred(
             }
         )
         asked.append((call, submitted.request.id))
+    if on_submitted is not None:
+        await on_submitted([rid for _, rid in asked])
     deadline = time.monotonic() + timeout
     decided = await asyncio.gather(*(_wait_decided(backend, rid, deadline) for _, rid in asked))
     for (call, _), request in zip(asked, decided, strict=True):
@@ -477,14 +481,15 @@ async def run_with_signoff(
     deps: Any = None,
     timeout: float = 300.0,
     max_rounds: int = 100,
-    on_pause: Callable[[AgentRunResult[Any]], Awaitable[None]] | None = None,
+    on_pause: Callable[[AgentRunResult[Any], list[str]], Awaitable[None]] | None = None,
 ) -> AgentRunResult[Any]:
     """Run ``agent`` until its output is not deferred, asking signoff at every pause.
 
     Approval is a loop, not a UI state: run, and while the run ends with deferred calls,
-    ask, wait for every decision, resume with results for all of them. ``on_pause`` sees
-    each paused result (store ``result.all_messages()`` to resume elsewhere: a restored
-    history with unanswered calls asks again, and finds the same requests).
+    ask, wait for every decision, resume with results for all of them. ``on_pause`` gets
+    each paused result and its request ids once they are filed: store
+    ``result.all_messages()`` to resume anywhere, since a restored history with unanswered
+    calls asks again and finds the same requests (and their decisions).
     """
     gate = SignoffGate(
         signoff, session_id=session_id, mode="defer", principal=principal, policy=policy,
@@ -503,8 +508,12 @@ async def run_with_signoff(
         rounds += 1
         if rounds > max_rounds:
             raise InvalidRequest(f"still deferring after {max_rounds} rounds; stopping")
-        if on_pause is not None:
-            await on_pause(result)
+        paused = result
+
+        async def submitted(ids: list[str], paused: AgentRunResult[Any] = paused) -> None:
+            if on_pause is not None:
+                await on_pause(paused, ids)
+
         results = await resolve_deferred(
             result.output,
             gate.backend,
@@ -512,6 +521,7 @@ async def run_with_signoff(
             agent=agent,
             timeout=timeout,
             messages=result.all_messages(),
+            on_submitted=submitted,
         )
         result = await agent.run(
             message_history=result.all_messages(),
