@@ -495,3 +495,19 @@ async def test_governance_applies_to_choice_and_questions(store: Any, clock: Fak
     assert (
         await service.decide(choice.id, {"type": "choose", "choice": "a"}, APPROVER)
     ).status == ("approved")
+
+
+async def test_an_agent_runs_only_its_own_calls(service: Service) -> None:
+    """Another agent cannot claim or report a call (404, as over HTTP); an admin can."""
+    other = Principal(name="other-bot", role="agent")
+    made = await service.submit({"session_id": "s", "tool_name": "t", "tool_args": ARGS}, AGENT)
+    request_id = made.request.id
+    await service.decide(request_id, {"type": "approve"}, APPROVER)
+    with pytest.raises(RequestNotFound):
+        await service.claim(request_id, ARGS, other)
+    claimed = await service.claim(request_id, ARGS, ADMIN)
+    assert claimed.status == "executing"
+    for report in (service.complete(request_id, other, "x"), service.fail(request_id, other, "x")):
+        with pytest.raises(RequestNotFound):
+            await report
+    assert (await service.complete(request_id, AGENT, "ok")).status == "completed"

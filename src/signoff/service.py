@@ -360,7 +360,9 @@ class Service:
         self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
     ) -> Request:
         """Take an approved call for execution: once, and only with the approved args."""
-        return await self._change(request_id, lambda r, now: claim(r, dict(args), principal, now))
+        return await self._change(
+            request_id, lambda r, now: claim(_seen(r, principal), dict(args), principal, now)
+        )
 
     async def complete(
         self, request_id: str, principal: Principal, result: JsonValue = None
@@ -369,7 +371,12 @@ class Service:
         return await self._change(
             request_id,
             lambda r, now: finish(
-                r, ok=True, result=result, error=None, principal=principal, now=now
+                _seen(r, principal),
+                ok=True,
+                result=result,
+                error=None,
+                principal=principal,
+                now=now,
             ),
         )
 
@@ -378,7 +385,12 @@ class Service:
         return await self._change(
             request_id,
             lambda r, now: finish(
-                r, ok=False, result=None, error=error, principal=principal, now=now
+                _seen(r, principal),
+                ok=False,
+                result=None,
+                error=error,
+                principal=principal,
+                now=now,
             ),
         )
 
@@ -559,6 +571,13 @@ class Service:
 
 def _visible(request: Request, principal: Principal) -> bool:
     return principal.role != "agent" or request.requested_by == principal.name
+
+
+def _seen(request: Request, principal: Principal) -> Request:
+    """The request, if ``principal`` may see it: an agent runs only its own calls."""
+    if not _visible(request, principal):
+        raise RequestNotFound(request.id)
+    return request
 
 
 def _event_type(change: Change) -> EventType:

@@ -27,10 +27,12 @@ from signoff.backends import Backend
 from signoff.domain.policies import Policy
 from signoff.domain.requests import Request
 from signoff.errors import InvalidRequest
+from signoff.executor import Executor
 from signoff.integrations.pydantic_ai import (
     SignoffGate,
     checked_results,
     queue_status_toolset,
+    registry_from_agent,
     resolve_deferred,
     run_with_signoff,
 )
@@ -420,3 +422,26 @@ async def test_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
         assert final.status == "completed"
         page = await service.list_requests(RequestQuery(limit=10))
         assert [r.id for r in page.items] == [request_id]  # asked again, found the same one
+
+
+async def test_queue_mode_runs_each_approved_operation_once_with_two_workers(sides: Sides) -> None:
+    """Queued calls run only after approval, each exactly once though two workers race for it."""
+    ran: list[tuple[str, dict[str, Any]]] = []
+    calls = [ToolCallPart("shell", {"command": f"job {n}"}, tool_call_id=f"j{n}") for n in range(8)]
+    agent = tool_agent(script(*calls), ran)
+    gate = SignoffGate(sides.agent, session_id="q", mode="queue", policy=ASK_ALL)
+    result = await agent.run("go", capabilities=[gate])
+    assert ran == [] and result.output.count("[PENDING:req_") == 8
+    queued = await pending(sides.person, 8)
+    for request in queued[:6]:
+        await sides.person.decide(request.id, {"type": "approve"})
+    for request in queued[6:]:
+        await sides.person.decide(request.id, {"type": "reject", "reason": "no"})
+    registry = registry_from_agent(agent)
+    assert {"shell", "write_file", "delete"} <= set(registry)
+    first, second = Executor(sides.agent, registry), Executor(sides.agent, registry)
+    counts = await asyncio.gather(first.run_once(), second.run_once(), first.run_once())
+    assert sum(counts) == 6
+    assert sorted(args["command"] for _, args in ran) == [f"job {n}" for n in range(6)]
+    page = await sides.person.list_requests(RequestQuery(session_id="q", limit=20))
+    assert sorted(r.status for r in page.items) == ["completed"] * 6 + ["rejected"] * 2

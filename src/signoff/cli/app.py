@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, demo, policy, requests, serve, webhooks
+from signoff.cli import admin, demo, policy, requests, serve, webhooks, worker
 
 __all__ = ["app"]
 
@@ -22,3 +22,4 @@ admin.register(app)
 policy.register(app)
 webhooks.register(app)
 demo.register(app)
+worker.register(app)

@@ -33,6 +33,7 @@ from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, SignoffError
+from signoff.executor import ToolRegistry
 from signoff.service import Service
 
 try:
@@ -65,6 +66,7 @@ __all__ = [
     "checked_results",
     "edit_problem",
     "queue_status_toolset",
+    "registry_from_agent",
     "resolve_deferred",
     "run_with_signoff",
 ]
@@ -457,6 +459,24 @@ def queue_status_toolset(signoff: Target, *, principal: Principal | None = None)
         return out
 
     return toolset
+
+
+def registry_from_agent(agent: Any) -> ToolRegistry:
+    """The agent's function tools as an executor registry, for queue mode's worker.
+
+    Tools that take a ``RunContext`` need a run to call them, so they are left out.
+    """
+    registry = ToolRegistry()
+
+    def visit(toolset: AbstractToolset[Any]) -> None:
+        if isinstance(toolset, FunctionToolset):
+            for name, tool in toolset.tools.items():
+                if not tool.takes_ctx and name not in registry:
+                    registry.add(name, tool.function)
+
+    for toolset in getattr(agent, "toolsets", ()):
+        toolset.apply(visit)
+    return registry
 
 
 def _with_deferred(output_type: Any) -> Any:

@@ -1,0 +1,415 @@
+"""The executor runs each approved call exactly once, with the approved args, and reports it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, JsonValue
+
+from signoff.backends import Backend, LocalBackend
+from signoff.bus.local import LocalBus
+from signoff.domain.principals import Principal
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.errors import InvalidRequest
+from signoff.executor import Executor, ToolRegistry, error_text, jsonable
+from signoff.service import Service
+from signoff.store.sqlite import SQLiteStore
+from signoff.testing import ADMIN, AGENT, APPROVER, memory_service
+from tests.integrations import conftest as integrations
+from tests.integrations.conftest import Sides
+
+sides = integrations.sides  # the agent and a person, in process and over HTTP
+
+
+@dataclass
+class Calls:
+    """Every tool invocation, in order: (tool name, keyword arguments)."""
+
+    seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def ids(self) -> Counter[str]:
+        """How many times each ``echo`` call with an ``id`` argument ran."""
+        return Counter(str(args["id"]) for name, args in self.seen if "id" in args)
+
+
+@pytest.fixture
+def calls() -> Calls:
+    """A fresh log of tool invocations."""
+    return Calls()
+
+
+@pytest.fixture
+def registry(calls: Calls) -> ToolRegistry:
+    """An async ``echo`` that returns its args and a sync ``boom`` that raises."""
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def echo(**kwargs: Any) -> dict[str, Any]:
+        calls.seen.append(("echo", kwargs))
+        await asyncio.sleep(0)  # let concurrent executors interleave
+        return kwargs
+
+    @tools.tool(name="boom")
+    def explode(message: str) -> None:
+        calls.seen.append(("boom", {"message": message}))
+        raise ValueError(message)
+
+    return tools
+
+
+async def submit(
+    backend: Backend, tool: str, args: dict[str, JsonValue], session: str = "s"
+) -> str:
+    """Submit an approval request for ``tool`` and return its id."""
+    body = {"session_id": session, "kind": "approval", "tool_name": tool, "tool_args": args}
+    return (await backend.submit(body)).request.id
+
+
+async def approved(
+    sides: Sides,
+    tool: str,
+    args: dict[str, JsonValue],
+    *,
+    edit: dict[str, JsonValue] | None = None,
+    session: str = "s",
+) -> str:
+    """Submit as the agent, approve as the person (with ``edit`` as the args if given)."""
+    request_id = await submit(sides.agent, tool, args, session)
+    decision: dict[str, Any] = {"type": "approve"}
+    if edit is not None:
+        decision["args"] = edit
+    await sides.person.decide(request_id, decision)
+    return request_id
+
+
+async def status_of(service: Service, request_id: str) -> str:
+    """The request's status as stored."""
+    return (await service.get(request_id)).status
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 15.0) -> None:
+    """Wait until ``check`` holds, failing the test after ``timeout`` seconds."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if await check():
+                return
+            await asyncio.sleep(0.02)
+
+
+def approval(request: Request) -> ApprovalRequest:
+    """The request, known to be an approval request."""
+    assert isinstance(request, ApprovalRequest)
+    return request
+
+
+# -- the registry --------------------------------------------------------------------------
+
+
+def test_tools_register_by_decorator_by_name_and_by_add() -> None:
+    """``@tool``, ``@tool(name=...)`` and ``add`` all register, and the decorator returns fn."""
+    tools = ToolRegistry()
+
+    @tools.tool
+    def first() -> int:
+        return 1
+
+    @tools.tool(name="other")
+    def second() -> int:
+        return 2
+
+    tools.add("third", lambda: 3)
+    assert tools.names == {"first", "other", "third"}
+    assert "other" in tools and "second" not in tools
+    assert len(tools) == 3 and sorted(tools) == ["first", "other", "third"]
+    assert first() == 1 and second() == 2
+
+
+def test_an_unknown_tool_is_a_clear_error() -> None:
+    """Asking for a tool nobody registered names it and the tools that are known."""
+    tools = ToolRegistry()
+    tools.add("shell", print)
+    with pytest.raises(InvalidRequest, match=r"no tool named 'rm' is registered \(known: shell\)"):
+        tools.get("rm")
+
+
+def test_a_tool_name_is_registered_once() -> None:
+    """Registering a second function under a taken name (or no name) is refused."""
+    tools = ToolRegistry()
+    tools.add("shell", print)
+    with pytest.raises(InvalidRequest, match="already registered"):
+        tools.add("shell", repr)
+    with pytest.raises(InvalidRequest, match="needs a name"):
+        tools.add(" ", repr)
+
+
+async def test_sync_tools_run_in_a_thread_and_async_tools_are_awaited() -> None:
+    """A sync tool runs off the event loop's thread; an async one is awaited; both get kwargs."""
+    tools = ToolRegistry()
+    loop_thread = threading.get_ident()
+
+    @tools.tool
+    def sync_add(a: int, b: int) -> tuple[int, bool]:
+        return a + b, threading.get_ident() != loop_thread
+
+    @tools.tool
+    async def async_add(a: int, b: int) -> int:
+        return a + b
+
+    assert await tools.call("sync_add", {"a": 1, "b": 2}) == (3, True)
+    assert await tools.call("async_add", {"a": 1, "b": 2}) == 3
+
+
+def test_results_become_json() -> None:
+    """Models, dates, tuples and sets become JSON data; anything else its ``str()``."""
+
+    class Point(BaseModel):
+        x: int
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque!"
+
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    assert jsonable({"p": Point(x=1), "at": when, "t": (1, 2)}) == {
+        "p": {"x": 1},
+        "at": "2026-01-02T00:00:00Z",
+        "t": [1, 2],
+    }
+    assert jsonable(Opaque()) == "opaque!"
+    assert error_text(ValueError("bad value")) == "ValueError: bad value"
+    assert error_text(KeyError()) == "KeyError"
+
+
+# -- running approved calls ------------------------------------------------------------------
+
+
+async def test_an_approved_call_runs_once_with_the_approved_args(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """The edited args run, the result is recorded as completed, and it never runs again."""
+    request_id = await approved(sides, "echo", {"path": "a.txt"}, edit={"path": "b.txt"})
+    executor = Executor(sides.agent, registry)
+    assert await executor.run_once() == 1
+    assert calls.seen == [("echo", {"path": "b.txt"})]
+    done = approval(await sides.agent.get(request_id))
+    assert done.status == "completed"
+    assert done.result is not None and done.result.ok and done.result.result == {"path": "b.txt"}
+    assert done.claimed_by == AGENT.name
+    assert await executor.run_once() == 0
+    assert len(calls.seen) == 1
+
+
+async def test_a_tool_exception_fails_the_call_and_the_worker_goes_on(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """A raising tool ends failed with ``ExceptionType: message``; the next call still runs."""
+    bad = await approved(sides, "boom", {"message": "disk full"})
+    good = await approved(sides, "echo", {"n": 1})
+    assert await Executor(sides.agent, registry).run_once() == 2
+    failed = approval(await sides.agent.get(bad))
+    assert failed.status == "failed"
+    assert failed.result is not None and failed.result.error == "ValueError: disk full"
+    assert await status_of(sides.service, good) == "completed"
+    assert [name for name, _ in calls.seen] == ["boom", "echo"]
+
+
+async def test_a_tool_called_with_wrong_args_fails_instead_of_crashing(sides: Sides) -> None:
+    """Args the function does not accept end the call failed with the TypeError."""
+    tools = ToolRegistry()
+    tools.add("takes_x", lambda x: x)
+    request_id = await approved(sides, "takes_x", {"y": 1})
+    assert await Executor(sides.agent, tools).run_once() == 1
+    failed = approval(await sides.agent.get(request_id))
+    assert failed.status == "failed"
+    assert failed.result is not None and (failed.result.error or "").startswith("TypeError: ")
+
+
+async def test_a_result_that_is_not_json_is_recorded_as_text(sides: Sides) -> None:
+    """A return value with no JSON form is stored as its ``str()``."""
+    tools = ToolRegistry()
+
+    class Receipt:
+        def __str__(self) -> str:
+            return "receipt #7"
+
+    tools.add("pay", lambda amount: Receipt())
+    request_id = await approved(sides, "pay", {"amount": 5})
+    await Executor(sides.agent, tools).run_once()
+    done = approval(await sides.agent.get(request_id))
+    assert done.result is not None and done.result.result == "receipt #7"
+
+
+async def test_undecided_refused_and_unknown_tool_calls_never_run(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """Pending, rejected and responded calls, and approved calls of other tools, are left alone."""
+    pending = await submit(sides.agent, "echo", {"n": 1})
+    rejected = await submit(sides.agent, "echo", {"n": 2})
+    await sides.person.decide(rejected, {"type": "reject", "reason": "no"})
+    responded = await submit(sides.agent, "echo", {"n": 3})
+    await sides.person.decide(responded, {"type": "respond", "feedback": "do not"})
+    elsewhere = await approved(sides, "not_mine", {"n": 4})
+    assert await Executor(sides.agent, registry).run_once() == 0
+    assert calls.seen == []
+    assert [await status_of(sides.service, i) for i in (pending, rejected, responded)] == [
+        "pending",
+        "rejected",
+        "rejected",
+    ]
+    assert await status_of(sides.service, elsewhere) == "approved"
+
+
+async def test_a_session_executor_runs_only_that_session(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """With ``session_id`` the executor leaves other sessions' approved calls alone."""
+    mine = await approved(sides, "echo", {"id": "mine"}, session="a")
+    theirs = await approved(sides, "echo", {"id": "theirs"}, session="b")
+    assert await Executor(sides.agent, registry, session_id="a").run_once() == 1
+    assert calls.ids() == Counter({"mine": 1})
+    assert await status_of(sides.service, mine) == "completed"
+    assert await status_of(sides.service, theirs) == "approved"
+
+
+async def test_two_executors_run_each_of_twenty_calls_exactly_once(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """Two executors racing over one backend split the work; no call runs twice or not at all."""
+    ids = [await approved(sides, "echo", {"id": n}) for n in range(20)]
+    first, second = Executor(sides.agent, registry), Executor(sides.agent, registry)
+    ran = await asyncio.gather(first.run_once(), second.run_once())
+    assert sum(ran) == 20
+    assert calls.ids() == Counter({str(n): 1 for n in range(20)})
+    assert {await status_of(sides.service, i) for i in ids} == {"completed"}
+
+
+async def test_two_running_executors_take_calls_as_they_are_approved(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """Executors started before the approvals run each of them exactly once, then stop."""
+    async with (
+        Executor(sides.agent, registry, poll=0.05),
+        Executor(sides.agent, registry, poll=0.05),
+    ):
+        ids = [await approved(sides, "echo", {"id": n}) for n in range(20)]
+
+        async def all_done() -> bool:
+            return {await status_of(sides.service, i) for i in ids} == {"completed"}
+
+        await until(all_done)
+    assert calls.ids() == Counter({str(n): 1 for n in range(20)})
+
+
+async def test_a_decided_event_wakes_the_executor_before_the_next_poll(
+    registry: ToolRegistry, calls: Calls
+) -> None:
+    """With an hour between polls, an approval still runs at once: the event woke it."""
+    service = memory_service()
+    agent, person = LocalBackend(service, AGENT), LocalBackend(service, APPROVER)
+    async with Executor(agent, registry, poll=3600):
+        await asyncio.sleep(0.1)  # the initial sweep finds nothing
+        request_id = await submit(agent, "echo", {"id": "late"})
+        await person.decide(request_id, {"type": "approve"})
+
+        async def done() -> bool:
+            return await status_of(service, request_id) == "completed"
+
+        await until(done, timeout=5)
+    assert calls.ids() == Counter({"late": 1})
+
+
+async def test_executors_in_two_processes_on_one_database_run_each_call_once(
+    tmp_path: Path, registry: ToolRegistry, calls: Calls
+) -> None:
+    """Two services on one SQLite file (as two processes would be): every call runs once."""
+    services = [
+        Service(SQLiteStore(tmp_path / "shared.db"), bus=LocalBus(), read_file=None)
+        for _ in range(2)
+    ]
+    for service in services:
+        await service.open()
+    try:
+        agent, person = LocalBackend(services[0], AGENT), LocalBackend(services[0], APPROVER)
+        for n in range(20):
+            await person.decide(await submit(agent, "echo", {"id": n}), {"type": "approve"})
+        executors = [Executor(LocalBackend(s, AGENT), registry) for s in services]
+        ran = await asyncio.gather(*(e.run_once() for e in executors))
+        assert sum(ran) == 20
+        assert calls.ids() == Counter({str(n): 1 for n in range(20)})
+    finally:
+        for service in services:
+            await service.close()
+
+
+async def test_only_the_requester_or_an_admin_can_run_an_agents_calls(
+    registry: ToolRegistry, calls: Calls
+) -> None:
+    """A worker acting as another agent sees none of this agent's calls; an admin runs them."""
+    service = memory_service()
+    request_id = await submit(LocalBackend(service, AGENT), "echo", {"id": "x"})
+    await service.decide(request_id, {"type": "approve"}, APPROVER)
+    stranger = LocalBackend(service, Principal(name="worker", role="agent"))
+    assert await Executor(stranger, registry).run_once() == 0
+    assert await Executor(LocalBackend(service, ADMIN), registry).run_once() == 1
+    done = approval(await service.get(request_id))
+    assert done.status == "completed" and done.claimed_by == ADMIN.name
+
+
+async def test_a_call_cut_off_by_cancellation_is_reported_failed(sides: Sides) -> None:
+    """Cancelling the worker mid-call marks the call failed rather than leaving it executing."""
+    started = asyncio.Event()
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def slow() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    request_id = await approved(sides, "slow", {})
+    task = asyncio.create_task(Executor(sides.agent, tools).run_once())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    failed = approval(await sides.agent.get(request_id))
+    assert failed.status == "failed"
+    assert failed.result is not None and "worker stopped" in (failed.result.error or "")
+
+
+async def test_on_finished_hears_each_call_the_executor_ran(
+    sides: Sides, registry: ToolRegistry
+) -> None:
+    """The callback gets each finished request, completed or failed."""
+    finished: list[tuple[str, str]] = []
+    ok = await approved(sides, "echo", {"n": 1})
+    bad = await approved(sides, "boom", {"message": "x"})
+    executor = Executor(
+        sides.agent, registry, on_finished=lambda r: finished.append((r.id, r.status))
+    )
+    await executor.run_once()
+    assert sorted(finished) == sorted([(ok, "completed"), (bad, "failed")])
+
+
+async def test_stop_ends_run_and_run_can_start_again(
+    sides: Sides, registry: ToolRegistry, calls: Calls
+) -> None:
+    """``stop`` before or during ``run`` makes it return; a later run works again."""
+    executor = Executor(sides.agent, registry, poll=0.05)
+    executor.stop()
+    await asyncio.wait_for(executor.run(), timeout=5)
+    request_id = await approved(sides, "echo", {"id": "again"})
+    async with executor:
+
+        async def done() -> bool:
+            return await status_of(sides.service, request_id) == "completed"
+
+        await until(done)
+    assert calls.ids() == Counter({"again": 1})
