@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: serve test lint watch bench clean
+.PHONY: serve test lint watch demo bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ lint: $(STAMP)
 ## the server: HTTP API and live events on the default SQLite database
 serve: $(STAMP)
 	$(BIN)/signoff serve
+
+## the server with a scripted demo agent filing requests (no API key needed)
+demo: $(STAMP)
+	$(BIN)/signoff demo
 
 ## live view of requests on the default database (Ctrl+C stops)
 watch: $(STAMP)

@@ -11,13 +11,13 @@ EXPECTED = {
     "AsyncClient", "Client",
     "Answer", "ApprovalRequest", "Approve", "ArgsMismatch", "AuditChainBroken", "AuditEntry",
     "BatchOutcome", "CallerError", "ChainReport", "ChoiceRequest", "Choose", "Decision",
-    "DecisionRecord", "Event", "EventBus", "FilePreview", "Grant", "GrantNotFound",
+    "DecisionRecord", "Event", "EventBus", "Executor", "FilePreview", "Grant", "GrantNotFound",
     "InvalidDecision", "InvalidRequest", "InvalidTransition", "LocalBus", "MemoryStore",
     "NewRequest", "NotAllowed", "Page", "Policy", "PolicyDecision", "PolicyError", "Principal",
     "Question", "QuestionsRequest", "Reject", "Request", "RequestNotFound", "RequestQuery",
     "Respond", "RuntimeFailure", "SQLiteStore", "Service", "SignoffError", "Status", "Store",
-    "StoreUnavailable", "Submitted", "Subscription", "TokenNotFound", "Unauthenticated",
-    "__version__", "args_digest",
+    "StoreUnavailable", "Submitted", "Subscription", "TokenNotFound", "ToolRegistry",
+    "Unauthenticated", "__version__", "args_digest",
 }  # fmt: skip
 
 

@@ -47,6 +47,7 @@ from signoff.errors import (
     TokenNotFound,
     Unauthenticated,
 )
+from signoff.executor import Executor, ToolRegistry
 from signoff.service import BatchOutcome, Service, Submitted
 from signoff.store.base import Page, RequestQuery, Store
 from signoff.store.memory import MemoryStore
@@ -82,6 +83,7 @@ __all__ = [
     "DecisionRecord",
     "Event",
     "EventBus",
+    "Executor",
     "FilePreview",
     "Grant",
     "GrantNotFound",
@@ -114,6 +116,7 @@ __all__ = [
     "Submitted",
     "Subscription",
     "TokenNotFound",
+    "ToolRegistry",
     "Unauthenticated",
     "__version__",
     "args_digest",
