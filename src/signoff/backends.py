@@ -8,6 +8,7 @@ and every agent integration run unchanged against an embedded database or a serv
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol, cast
 
@@ -204,10 +205,35 @@ class LocalBackend:
             await follower.stop()
 
 
-def as_backend(target: Service | Backend, principal: Principal | None = None) -> Backend:
-    """A backend from a service (acting as ``principal``) or from a client/backend as is."""
+def as_backend(target: Service | Backend | Any, principal: Principal | None = None) -> Backend:
+    """A backend from a service (acting as ``principal``), a blocking ``signoff.Client``
+    (its async twin), or an ``AsyncClient`` / backend as is."""
     if isinstance(target, Service):
         if principal is None:
             raise InvalidRequest("an in-process service needs the principal the agent acts as")
         return LocalBackend(target, principal)
-    return target
+    if isinstance(target, _Threaded):
+        return cast(Backend, target)
+    if callable(getattr(target, "to_async", None)):  # the blocking signoff.Client
+        return cast(Backend, _Threaded(target))
+    return cast(Backend, target)
+
+
+class _Threaded:
+    """A blocking client's methods as coroutines, each call run in a worker thread.
+
+    The caller keeps owning (and closing) the client; nothing new is opened here.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+        if not callable(method):
+            return method
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(method, *args, **kwargs)
+
+        return call

@@ -478,9 +478,15 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
         self._http = httpx.Client(
             base_url=self.base_url, headers=_headers(token), timeout=timeout, transport=transport
         )
+
+    def to_async(self) -> AsyncClient:
+        """An :class:`AsyncClient` for the same server and token (for async integrations)."""
+        return AsyncClient(self.base_url, self._token, timeout=self._timeout)
 
     def __enter__(self) -> Self:
         return self
