@@ -24,7 +24,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import JsonValue
 
@@ -35,6 +35,9 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, SignoffError
 from signoff.executor import ToolRegistry
 from signoff.service import Service
+
+if TYPE_CHECKING:
+    from signoff.client import Client
 
 try:
     from pydantic_ai import (
@@ -75,7 +78,8 @@ META_KEY = "signoff"
 """Key under which signoff keeps its data in a deferred call's metadata."""
 
 GateMode: TypeAlias = Literal["defer", "block", "queue"]
-Target: TypeAlias = Service | Backend
+Target: TypeAlias = "Service | Backend | Client"
+"""An in-process service (with the principal the agent acts as) or a client of a server."""
 
 _DENIED_NO_DECISION = "No decision came in time, so the call was not run."
 

@@ -18,6 +18,7 @@ with the same history finds the request it opened before instead of asking twice
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue, ValidationError
 
@@ -37,6 +38,9 @@ from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import InvalidRequest, InvalidTransition
 from signoff.service import Service, validation_message
 
+if TYPE_CHECKING:
+    from signoff.client import Client
+
 __all__ = ["NO_ANSWER", "choice_result", "human_toolset", "questions_result"]
 
 NO_ANSWER = "The person did not answer in time, so there is no answer to act on."
@@ -46,7 +50,7 @@ _KEY_LIMIT = 200  # NewRequest's longest session id and idempotency key
 
 
 def human_toolset(
-    backend: Backend | Service,
+    backend: Backend | Service | Client,
     *,
     session_id: str,
     timeout_s: float = 300,
