@@ -67,7 +67,9 @@ __all__ = [
     "GateMode",
     "SignoffGate",
     "checked_results",
+    "decided_results",
     "edit_problem",
+    "file_deferred",
     "queue_status_toolset",
     "registry_from_agent",
     "resolve_deferred",
@@ -221,39 +223,31 @@ async def _outcome(
     return ToolApproved(override_args=approved), {META_KEY: meta}
 
 
-async def resolve_deferred(
+async def file_deferred(
     deferred: DeferredToolRequests,
-    signoff: Target,
+    backend: Backend,
     *,
     session_id: str,
-    principal: Principal | None = None,
-    agent: Any = None,
-    timeout: float = 300.0,
     messages: Sequence[ModelMessage] = (),
-    on_submitted: Callable[[list[str]], Awaitable[None]] | None = None,
-) -> DeferredToolResults:
-    """Ask signoff about every deferred approval, wait for all, and build the results.
+) -> tuple[dict[str, ToolDenied], list[tuple[ToolCallPart, str]]]:
+    """File a request for every deferred approval: denials decided already, and (call, id).
 
-    Each approval becomes a request carrying the tool name, the arguments, the model's
-    tool_call_id (so asking again after a restart finds the same request), the call's
-    metadata and which sibling calls already ran. A call still undecided at ``timeout`` is
-    withdrawn and denied. External calls are not signoff's to answer: they are refused
-    rather than resumed without a result. ``on_submitted`` gets the request ids once all
-    are filed, before the wait.
+    Each request carries the tool name, the arguments, the model's tool_call_id (so filing
+    again after a restart finds the same request), the call's metadata and which sibling
+    calls already ran. Calls the gate's policy denied are denied without a request.
+    External calls are not signoff's to answer: they are refused, not resumed empty.
     """
     if deferred.calls:
         names = ", ".join(sorted(c.tool_name for c in deferred.calls))
         raise InvalidRequest(f"external deferred calls need results from elsewhere: {names}")
-    backend = _backend(signoff, principal)
     ran = _already_ran(messages)
-    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
-    metadata: dict[str, dict[str, Any]] = {}
+    denied: dict[str, ToolDenied] = {}
     asked: list[tuple[ToolCallPart, str]] = []
     for call in deferred.approvals:
         call_meta = deferred.metadata.get(call.tool_call_id) or {}
         ours = call_meta.get(META_KEY) if isinstance(call_meta, dict) else None
         if isinstance(ours, dict) and ours.get("verdict") == "deny":
-            approvals[call.tool_call_id] = ToolDenied(
+            denied[call.tool_call_id] = ToolDenied(
                 f"The call was denied by policy and not run ({ours.get('policy', '')})."
             )
             continue
@@ -271,11 +265,23 @@ async def resolve_deferred(
             }
         )
         asked.append((call, submitted.request.id))
-    if on_submitted is not None:
-        await on_submitted([rid for _, rid in asked])
-    deadline = time.monotonic() + timeout
-    decided = await asyncio.gather(*(_wait_decided(backend, rid, deadline) for _, rid in asked))
-    for (call, _), request in zip(asked, decided, strict=True):
+    return denied, asked
+
+
+async def decided_results(
+    deferred: DeferredToolRequests,
+    decided: Sequence[tuple[ToolCallPart, Request]],
+    backend: Backend,
+    *,
+    agent: Any = None,
+    denied: Mapping[str, ToolDenied] | None = None,
+) -> DeferredToolResults:
+    """The checked results for a pause once every one of its requests is decided."""
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = dict(denied or {})
+    metadata: dict[str, dict[str, Any]] = {}
+    for call, request in decided:
+        if request.status == "pending":
+            raise InvalidRequest(f"{request.id} is still pending; refusing to resume")
         result, meta = await _outcome(call, request, backend, agent)
         approvals[call.tool_call_id] = result
         if meta is not None:
@@ -283,6 +289,32 @@ async def resolve_deferred(
     results = deferred.build_results(approvals=approvals, metadata=metadata)
     checked_results(deferred, results)
     return results
+
+
+async def resolve_deferred(
+    deferred: DeferredToolRequests,
+    signoff: Target,
+    *,
+    session_id: str,
+    principal: Principal | None = None,
+    agent: Any = None,
+    timeout: float = 300.0,
+    messages: Sequence[ModelMessage] = (),
+    on_submitted: Callable[[list[str]], Awaitable[None]] | None = None,
+) -> DeferredToolResults:
+    """Ask signoff about every deferred approval, wait for all, and build the results.
+
+    Requests are filed by :func:`file_deferred`; ``on_submitted`` gets their ids before
+    the wait. A call still undecided at ``timeout`` is withdrawn and denied.
+    """
+    backend = _backend(signoff, principal)
+    denied, asked = await file_deferred(deferred, backend, session_id=session_id, messages=messages)
+    if on_submitted is not None:
+        await on_submitted([rid for _, rid in asked])
+    deadline = time.monotonic() + timeout
+    decided = await asyncio.gather(*(_wait_decided(backend, rid, deadline) for _, rid in asked))
+    pairs = [(call, request) for (call, _), request in zip(asked, decided, strict=True)]
+    return await decided_results(deferred, pairs, backend, agent=agent, denied=denied)
 
 
 @dataclass(init=False)
