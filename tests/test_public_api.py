@@ -16,8 +16,8 @@ EXPECTED = {
     "NewRequest", "NotAllowed", "Page", "Policy", "PolicyDecision", "PolicyError", "Principal",
     "Question", "QuestionsRequest", "Reject", "Request", "RequestNotFound", "RequestQuery",
     "Respond", "RuntimeFailure", "SQLiteStore", "Service", "SignoffError", "Status", "Store",
-    "StoreUnavailable", "Submitted", "Subscription", "TokenNotFound", "ToolRegistry",
-    "Unauthenticated", "__version__", "args_digest",
+    "StoreUnavailable", "Submitted", "Subscription", "TaskNotFound", "TokenNotFound",
+    "ToolRegistry", "Unauthenticated", "__version__", "args_digest",
 }  # fmt: skip
 
 

@@ -44,6 +44,7 @@ from signoff.errors import (
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
+    TaskNotFound,
     TokenNotFound,
     Unauthenticated,
 )
@@ -115,6 +116,7 @@ __all__ = [
     "StoreUnavailable",
     "Submitted",
     "Subscription",
+    "TaskNotFound",
     "TokenNotFound",
     "ToolRegistry",
     "Unauthenticated",

@@ -35,6 +35,7 @@ from signoff.errors import (
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
+    TaskNotFound,
     TokenNotFound,
     Unauthenticated,
 )
@@ -75,6 +76,8 @@ def _error(response: httpx.Response, path_id: str | None) -> SignoffError:
             return GrantNotFound(path_id or "?")
         if name == "TokenNotFound":
             return TokenNotFound(path_id or "?")
+        if name == "TaskNotFound":
+            return TaskNotFound(path_id or "?")
         return RequestNotFound(path_id or "?")
     if name in _BY_NAME:
         return _BY_NAME[name](detail)

@@ -8,6 +8,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── RequestNotFound         no such request (or not visible to the caller)
     │   ├── GrantNotFound           no such standing grant
     │   ├── TokenNotFound           no such API token
+    │   ├── TaskNotFound            no such hosted agent run (or agent), or not visible
     │   ├── InvalidRequest          a request that cannot be submitted as given
     │   ├── InvalidDecision         a decision the request does not allow, or malformed
     │   ├── InvalidTransition       the request is not in a state that allows this
@@ -36,6 +37,7 @@ __all__ = [
     "RuntimeFailure",
     "SignoffError",
     "StoreUnavailable",
+    "TaskNotFound",
     "TokenNotFound",
     "Unauthenticated",
 ]
@@ -75,6 +77,14 @@ class TokenNotFound(CallerError):
     def __init__(self, token_id: str) -> None:
         super().__init__(f"no token with id {token_id!r}")
         self.token_id = token_id
+
+
+class TaskNotFound(CallerError):
+    """No task (or agent) has this id, or the caller may not see it."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no task for {what}")
+        self.what = what
 
 
 class InvalidRequest(CallerError):

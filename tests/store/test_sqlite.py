@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from signoff.domain.audit import verify_chain
+from signoff.domain.requests import RequestAdapter
 from signoff.errors import InvalidRequest, StoreUnavailable
-from signoff.store.base import VersionConflict, Write
+from signoff.store.base import VersionConflict, Write, to_micros
 from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
-from signoff.store.sqlite_migrations import SCHEMA_VERSION
-from tests.store.test_store_suite import T0, approval, insert
+from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
+from tests.store.test_store_suite import T0, approval, insert, pending, task
 
 
 async def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
@@ -46,6 +47,40 @@ async def test_schema_version_recorded_and_newer_refused(tmp_path: Path) -> None
     db.close()
     with pytest.raises(StoreUnavailable, match="upgrade signoff"):
         await SQLiteStore(path).open()
+
+
+async def test_version_2_database_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A file at schema version 2 migrates to the current version, keeps its rows, takes tasks."""
+    path = tmp_path / "signoff.db"
+    request = approval(tool_call_id="call-1")
+    with sqlite3.connect(path) as db:
+        for migration in MIGRATIONS[:2]:
+            db.executescript(migration)
+        db.execute(
+            "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
+            "requested_by, idempotency_key, created_us, expires_us, version, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                request.id, request.kind, request.status, request.session_id, request.tool_name,
+                request.tool_call_id, request.requested_by, None, to_micros(request.created_at),
+                None, request.version, RequestAdapter.dump_json(request).decode(),
+            ),
+        )  # fmt: skip
+        db.execute("PRAGMA user_version = 2")
+    db.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        assert await store.get_request(request.id) == request
+        paused = task(status="Paused", pending=pending(request.id))
+        await store.commit(Write(at=T0, task=paused))
+        assert await store.find_task(request.id) == paused
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT count(*) FROM tasks").fetchone()[0] == 1
+    db.close()
 
 
 async def test_two_stores_on_one_file_have_one_winner(tmp_path: Path) -> None:
@@ -89,6 +124,24 @@ async def test_pending_by_session_uses_an_index(tmp_path: Path) -> None:
     db.close()
     text = " ".join(str(row[-1]) for row in plan)
     assert "USING INDEX requests_session_status" in text
+    assert "TEMP B-TREE" not in text
+
+
+async def test_tasks_of_one_status_use_an_index(tmp_path: Path) -> None:
+    """Listing tasks of one status, newest first, is answered from an index without sorting."""
+    path = tmp_path / "signoff.db"
+    store = SQLiteStore(path)
+    await store.open()
+    await store.close()
+    with sqlite3.connect(path) as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT data FROM tasks WHERE status = ? "
+            "ORDER BY created_us DESC, id DESC LIMIT 100",
+            ("Paused",),
+        ).fetchall()
+    db.close()
+    text = " ".join(str(row[-1]) for row in plan)
+    assert "USING INDEX tasks_status" in text
     assert "TEMP B-TREE" not in text
 
 

@@ -20,6 +20,7 @@ from signoff.domain.requests import (
     Request,
     new_request_id,
 )
+from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest
 from signoff.store.base import DuplicateRequest, RequestQuery, Store, VersionConflict, Write
 
@@ -50,6 +51,36 @@ def insert(request: Request, at: datetime = T0) -> Write:
         audit=(AuditDraft(action="submit", actor="agent", request_id=request.id),),
         events=(EventDraft(type="created", request=request),),
     )
+
+
+def task(**over: Any) -> Task:
+    """A running task with sensible defaults."""
+    fields: dict[str, Any] = {
+        "id": new_task_id(),
+        "agent": "helper",
+        "session_id": "s1",
+        "user": "alice",
+        "created_at": T0,
+        "updated_at": T0,
+        "prompt": "Tidy the repo.",
+    }
+    fields.update(over)
+    return Task(**fields)
+
+
+def pending(*request_ids: str) -> tuple[PendingCall, ...]:
+    """Pending shell calls, one per request id."""
+    return tuple(
+        PendingCall(
+            tool_call_id=f"call-{n}", tool_name="shell", args={"command": "rm x"}, request_id=rid
+        )
+        for n, rid in enumerate(request_ids)
+    )
+
+
+def next_version(current: Task, **over: Any) -> Task:
+    """``current`` changed by ``over`` as its next version."""
+    return current.model_copy(update={"version": current.version + 1, **over})
 
 
 async def test_all_three_kinds_round_trip(store: Store) -> None:
@@ -214,3 +245,138 @@ async def test_audit_chain_and_event_log(store: Store) -> None:
     events = await store.list_events(after_seq=2, limit=2)
     assert [(e.seq, e.request.id) for e in events] == [(3, requests[2].id), (4, requests[3].id)]
     assert await store.last_event_seq() == 5
+
+
+async def test_task_round_trips_and_is_found_by_each_pending_request(store: Store) -> None:
+    """A stored task reads back equal, by id and by every request it waits on."""
+    at = T0 + timedelta(microseconds=123)
+    paused = task(
+        status="Paused",
+        created_at=at,
+        updated_at=at,
+        messages='[{"kind": "request"}]',
+        pending=pending("req_a", "req_b"),
+        history=(
+            HistoryItem(kind="user", at=at, text="Tidy the repo.", by="alice"),
+            HistoryItem(
+                kind="tool_call", at=at, tool_name="shell", tool_call_id="call-0",
+                args={"command": "rm x", "force": True, "n": [1, 2.5, None]}, request_id="req_a",
+            ),
+        ),
+        output={"kept": [1, "two", None]},
+    )  # fmt: skip
+    await store.commit(Write(at=T0, task=paused))
+    assert await store.get_task(paused.id) == paused
+    assert await store.find_task("req_a") == paused
+    assert await store.find_task("req_b") == paused
+    assert await store.find_task("req_missing") is None
+    assert await store.get_task("task_missing") is None
+
+
+async def test_task_update_applies_on_next_version_and_stale_conflicts(store: Store) -> None:
+    """A task update applies only on the version it was made from; a stale one changes nothing."""
+    first = task()
+    await store.commit(Write(at=T0, task=first))
+    paused = next_version(first, status="Paused", pending=pending("req_a"))
+    await store.commit(Write(at=T0, task=paused))
+    assert await store.get_task(first.id) == paused
+    stale = next_version(first, status="Failed", error="late")
+    with pytest.raises(VersionConflict):
+        await store.commit(
+            Write(
+                at=T0,
+                task=stale,
+                audit=(AuditDraft(action="task", actor="alice"),),
+                events=(EventDraft(type="created", request=approval()),),
+            )
+        )
+    with pytest.raises(VersionConflict):
+        await store.commit(Write(at=T0, task=first.model_copy(update={"prompt": "again"})))
+    with pytest.raises(VersionConflict):
+        await store.commit(Write(at=T0, task=next_version(task())))
+    assert await store.get_task(first.id) == paused
+    assert await store.list_audit() == []
+    assert await store.last_event_seq() == 0
+    assert len(await store.list_tasks()) == 1
+
+
+async def test_task_is_all_or_nothing_with_the_rest_of_its_write(store: Store) -> None:
+    """A task commits with the requests and audit of its write, and not when they fail."""
+    request = approval()
+    started = task(status="Paused", pending=pending(request.id))
+    await store.commit(
+        Write(
+            at=T0,
+            insert=request,
+            task=started,
+            audit=(AuditDraft(action="submit", actor="agent", request_id=request.id),),
+        )
+    )
+    assert await store.get_request(request.id) == request
+    assert await store.find_task(request.id) == started
+    stale_request = request.model_copy(update={"status": "approved", "version": 5})
+    orphan = task(pending=pending("req_orphan"))
+    with pytest.raises(VersionConflict):
+        await store.commit(Write(at=T0, update=stale_request, task=orphan))
+    assert await store.get_task(orphan.id) is None
+    assert await store.find_task("req_orphan") is None
+    assert len(await store.list_audit()) == 1
+
+
+async def test_concurrent_task_writes_fail_alone(store: Store) -> None:
+    """Of 12 concurrent task updates, exactly the stale ones fail and the rest all commit."""
+    tasks = [task() for _ in range(12)]
+    for t in tasks:
+        await store.commit(Write(at=T0, task=t))
+    writes = []
+    for n, t in enumerate(tasks):
+        changed = t.model_copy(update={"status": "Completed", "version": 2 if n % 3 else 4})
+        writes.append(
+            store.commit(
+                Write(at=T0, task=changed, audit=(AuditDraft(action="done", actor="alice"),))
+            )
+        )
+    results = await asyncio.gather(*writes, return_exceptions=True)
+    failed = [n for n, res in enumerate(results) if isinstance(res, Exception)]
+    assert failed == [0, 3, 6, 9]
+    assert all(isinstance(results[n], VersionConflict) for n in failed)
+    stored = [await store.get_task(t.id) for t in tasks]
+    assert [s.status if s else None for s in stored] == [
+        "Running" if n % 3 == 0 else "Completed" for n in range(12)
+    ]
+    report = verify_chain(await store.list_audit(), head=await store.audit_head())
+    assert report.ok and report.entries == 8
+
+
+async def test_list_tasks_newest_first_and_by_status(store: Store) -> None:
+    """Tasks list newest first, ties broken by id descending, filtered by status and limited."""
+    made = []
+    for n in range(7):
+        status = "Paused" if n % 2 else "Running"
+        t = task(status=status, created_at=T0 + timedelta(seconds=n // 3))
+        made.append(t)
+        await store.commit(Write(at=T0, task=t))
+    newest_first = sorted(made, key=lambda t: (t.created_at, t.id), reverse=True)
+    assert await store.list_tasks() == newest_first
+    assert await store.list_tasks(limit=3) == newest_first[:3]
+    assert await store.list_tasks(status="Paused") == [
+        t for t in newest_first if t.status == "Paused"
+    ]
+    assert await store.list_tasks(status="Completed") == []
+
+
+async def test_updated_task_is_found_by_its_new_request_ids(store: Store) -> None:
+    """After a task pauses again on new requests, each of them finds its latest version."""
+    first = task(status="Paused", pending=pending("req_1"))
+    await store.commit(Write(at=T0, task=first))
+    running = next_version(first, status="Running", pending=())
+    await store.commit(Write(at=T0, task=running))
+    again = next_version(running, status="Paused", pending=pending("req_2", "req_3"))
+    await store.commit(Write(at=T0, task=again))
+    assert await store.find_task("req_2") == again
+    assert await store.find_task("req_3") == again
+    assert await store.find_task("req_1") == again
+    other = task(status="Paused", pending=pending("req_3"))
+    await store.commit(Write(at=T0, task=other))
+    assert await store.find_task("req_3") == other
+    assert await store.find_task("req_2") == again

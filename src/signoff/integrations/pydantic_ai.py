@@ -229,12 +229,14 @@ async def file_deferred(
     *,
     session_id: str,
     messages: Sequence[ModelMessage] = (),
+    file_denied: bool = False,
 ) -> tuple[dict[str, ToolDenied], list[tuple[ToolCallPart, str]]]:
     """File a request for every deferred approval: denials decided already, and (call, id).
 
     Each request carries the tool name, the arguments, the model's tool_call_id (so filing
     again after a restart finds the same request), the call's metadata and which sibling
-    calls already ran. Calls the gate's policy denied are denied without a request.
+    calls already ran. Calls the gate's policy denied are denied without a request, unless
+    ``file_denied`` (then the service's own policy rejects them, on the record).
     External calls are not signoff's to answer: they are refused, not resumed empty.
     """
     if deferred.calls:
@@ -246,7 +248,7 @@ async def file_deferred(
     for call in deferred.approvals:
         call_meta = deferred.metadata.get(call.tool_call_id) or {}
         ours = call_meta.get(META_KEY) if isinstance(call_meta, dict) else None
-        if isinstance(ours, dict) and ours.get("verdict") == "deny":
+        if not file_denied and isinstance(ours, dict) and ours.get("verdict") == "deny":
             denied[call.tool_call_id] = ToolDenied(
                 f"The call was denied by policy and not run ({ours.get('policy', '')})."
             )

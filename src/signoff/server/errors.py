@@ -19,6 +19,7 @@ from signoff.errors import (
     RequestNotFound,
     SignoffError,
     StoreUnavailable,
+    TaskNotFound,
     TokenNotFound,
     Unauthenticated,
 )
@@ -28,6 +29,7 @@ __all__ = ["STATUS_OF", "install_error_handlers", "status_of"]
 STATUS_OF: tuple[tuple[type[SignoffError], int], ...] = (
     (RequestNotFound, 404),
     (GrantNotFound, 404),
+    (TaskNotFound, 404),
     (TokenNotFound, 404),
     (ArgsMismatch, 409),
     (InvalidTransition, 409),

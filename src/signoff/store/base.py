@@ -19,6 +19,7 @@ from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import Request, RequestKind, Status
+from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError
 
@@ -79,6 +80,10 @@ class Write:
     """Webhook endpoints to insert, or to replace by id."""
     deliveries: tuple[Delivery, ...] = ()
     """Webhook deliveries to insert, or to replace by id."""
+    task: Task | None = None
+    """A hosted agent run: inserted when ``version`` is 1, else stored only if the stored
+    version is ``task.version - 1`` (VersionConflict otherwise). Each of its pending calls'
+    request ids is indexed to it, so :meth:`Store.find_task` finds it by request."""
 
 
 @dataclass(frozen=True)
@@ -209,3 +214,12 @@ class Store(Protocol):
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
         """Pending deliveries whose next attempt is due, oldest first."""
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """The task with this id, or None."""
+
+    async def find_task(self, request_id: str) -> Task | None:
+        """The task that filed this request for one of its pending calls, or None."""
+
+    async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
+        """Tasks, newest first (by created_at, then id), optionally of one status."""

@@ -10,6 +10,7 @@ from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.store.base import (
     MAX_PAGE,
@@ -42,6 +43,8 @@ class MemoryStore:
         self._events: list[Event] = []
         self._webhooks: dict[str, Webhook] = {}
         self._deliveries: dict[str, Delivery] = {}
+        self._tasks: dict[str, Task] = {}
+        self._task_requests: dict[str, str] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -63,9 +66,21 @@ class MemoryStore:
                 stored = self._requests.get(write.update.id)
                 if stored is None or stored.version != write.update.version - 1:
                     raise VersionConflict(write.update.id)
+            if write.task is not None:
+                task = write.task
+                stored_task = self._tasks.get(task.id)
+                if task.version == 1:
+                    if stored_task is not None:
+                        raise VersionConflict(task.id)
+                elif stored_task is None or stored_task.version != task.version - 1:
+                    raise VersionConflict(task.id)
             for new in (write.insert, write.update):
                 if new is not None:
                     self._requests[new.id] = new
+            if write.task is not None:
+                self._tasks[write.task.id] = write.task
+                for request_id in write.task.request_ids:
+                    self._task_requests[request_id] = write.task.id
             for grant in write.grants:
                 self._grants[grant.id] = grant
             for token in write.tokens:
@@ -256,3 +271,18 @@ class MemoryStore:
         ]
         due.sort(key=lambda d: (d.next_attempt_at, d.event_seq, d.id))
         return due[:limit]
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """The task, or None."""
+        return self._tasks.get(task_id)
+
+    async def find_task(self, request_id: str) -> Task | None:
+        """The task that filed this request, or None."""
+        task_id = self._task_requests.get(request_id)
+        return self._tasks.get(task_id) if task_id is not None else None
+
+    async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
+        """Tasks, newest first by (created_at, id)."""
+        found = [t for t in self._tasks.values() if status is None or t.status == status]
+        found.sort(key=lambda t: (to_micros(t.created_at), t.id), reverse=True)
+        return found[:limit]

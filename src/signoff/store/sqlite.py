@@ -30,6 +30,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
 from signoff.store.base import (
@@ -530,6 +531,43 @@ class SQLiteStore:
 
         return await self._read(q)
 
+    async def get_task(self, task_id: str) -> Task | None:
+        """The task, or None."""
+
+        def q(conn: sqlite3.Connection) -> Task | None:
+            row = conn.execute("SELECT data FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return Task.model_validate_json(row[0]) if row else None
+
+        return self._lookup(q)
+
+    async def find_task(self, request_id: str) -> Task | None:
+        """The task that filed this request, or None."""
+
+        def q(conn: sqlite3.Connection) -> Task | None:
+            row = conn.execute(
+                "SELECT t.data FROM task_requests AS r JOIN tasks AS t ON t.id = r.task_id "
+                "WHERE r.request_id = ?",
+                (request_id,),
+            ).fetchone()
+            return Task.model_validate_json(row[0]) if row else None
+
+        return self._lookup(q)
+
+    async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
+        """Tasks, newest first by (created_us, id)."""
+        where = "WHERE status = ? " if status is not None else ""
+        params: list[object] = [status] if status is not None else []
+
+        def q(conn: sqlite3.Connection) -> list[Task]:
+            rows = conn.execute(
+                f"SELECT data FROM tasks {where}"  # noqa: S608 - a fixed clause
+                "ORDER BY created_us DESC, id DESC LIMIT ?",
+                [*params, limit],
+            )
+            return [Task.model_validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
 
 def _duplicate_row(
     conn: sqlite3.Connection,
@@ -572,6 +610,38 @@ def _row(request: Request, data: str) -> tuple[object, ...]:
     )
 
 
+def _store_task(conn: sqlite3.Connection, task: Task) -> None:
+    """Insert a version-1 task or conditionally update it, then index its pending requests."""
+    data = task.model_dump_json()
+    if task.version == 1:
+        try:
+            conn.execute(
+                "INSERT INTO tasks (id, status, version, created_us, data) VALUES (?, ?, ?, ?, ?)",
+                (task.id, task.status, task.version, to_micros(task.created_at), data),
+            )
+        except sqlite3.IntegrityError:
+            raise VersionConflict(task.id) from None
+    else:
+        cursor = conn.execute(
+            "UPDATE tasks SET status = ?, version = ?, created_us = ?, data = ? "
+            "WHERE id = ? AND version = ?",
+            (
+                task.status,
+                task.version,
+                to_micros(task.created_at),
+                data,
+                task.id,
+                task.version - 1,
+            ),
+        )
+        if cursor.rowcount != 1:
+            raise VersionConflict(task.id)
+    conn.executemany(
+        "INSERT OR REPLACE INTO task_requests (request_id, task_id) VALUES (?, ?)",
+        [(request_id, task.id) for request_id in task.request_ids],
+    )
+
+
 def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
     """Run one write inside the batch's transaction (and its own savepoint)."""
     dumped: dict[int, str] = {}
@@ -610,6 +680,8 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
         )
         if cursor.rowcount != 1:
             raise VersionConflict(new.id)
+    if write.task is not None:
+        _store_task(conn, write.task)
     for grant in write.grants:
         conn.execute(
             "INSERT OR REPLACE INTO grants (id, tool_name, requested_by, created_us, data) "

@@ -98,7 +98,23 @@ CREATE INDEX deliveries_status ON deliveries (status, created_us DESC, event_seq
 CREATE INDEX deliveries_created ON deliveries (created_us DESC, event_seq DESC);
 """
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS)
+_TASKS = """
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_us INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX tasks_created ON tasks (created_us DESC, id DESC);
+CREATE INDEX tasks_status ON tasks (status, created_us DESC, id DESC);
+CREATE TABLE task_requests (
+    request_id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,130 @@
+"""Tasks: agent runs hosted by the server that pause for people and resume, durably.
+
+A task is created ``Running``. A run that needs people ends ``Paused`` with its pending
+tool calls (each with its own request) and its message history stored; once every one of
+those requests is decided the task runs again. It ends ``Completed`` (with the output),
+``Failed`` (with the reason) or ``Canceled`` (a person rejected it)::
+
+    Running ──> Paused ──> Running ──> ... ──> Completed | Failed
+       └──────────┴──> Canceled | Failed
+
+Like requests, tasks are immutable records with a version; a change is stored only if the
+stored version is still the old one, so two resumers of one pause get one winner.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime
+from typing import Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+__all__ = [
+    "TASK_TERMINAL",
+    "TASK_TRANSITIONS",
+    "HistoryItem",
+    "PendingCall",
+    "Task",
+    "TaskStatus",
+    "new_task_id",
+]
+
+TaskStatus: TypeAlias = Literal["Running", "Paused", "Completed", "Failed", "Canceled"]
+
+TASK_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    "Running": frozenset({"Paused", "Completed", "Failed", "Canceled"}),
+    "Paused": frozenset({"Running", "Canceled", "Failed"}),
+    "Completed": frozenset(),
+    "Failed": frozenset(),
+    "Canceled": frozenset(),
+}
+"""Every legal change of a task's status."""
+
+TASK_TERMINAL: frozenset[TaskStatus] = frozenset(s for s, n in TASK_TRANSITIONS.items() if not n)
+
+
+def new_task_id() -> str:
+    """A task id nobody can guess."""
+    return "task_" + secrets.token_urlsafe(16)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PendingCall(_Model):
+    """A tool call a paused task waits on, and the request that asks about it."""
+
+    tool_call_id: str
+    """The model's id for the call."""
+    tool_name: str
+    """The tool."""
+    args: dict[str, JsonValue]
+    """The arguments the model proposed."""
+    request_id: str
+    """The signoff request for it."""
+
+
+HistoryKind: TypeAlias = Literal[
+    "user", "assistant", "tool_call", "tool_result", "approval", "rejection", "edit", "error"
+]
+
+
+class HistoryItem(_Model):
+    """One thing that happened in a task, for people to read."""
+
+    kind: HistoryKind
+    """What it is."""
+    at: datetime
+    """When it was recorded."""
+    text: str = ""
+    """The message, result, reason or error, as text."""
+    tool_name: str | None = None
+    """The tool, for tool calls, results and decisions."""
+    tool_call_id: str | None = None
+    """The call it concerns."""
+    args: dict[str, JsonValue] | None = None
+    """A call's arguments (or the edited ones)."""
+    request_id: str | None = None
+    """The signoff request of a decision."""
+    by: str | None = None
+    """Who decided or asked."""
+
+
+class Task(_Model):
+    """One hosted agent run, as stored."""
+
+    id: str
+    """Unguessable id, ``task_`` and 22 url-safe characters."""
+    agent: str
+    """The registered agent's name."""
+    session_id: str
+    """The session its requests are filed under."""
+    user: str
+    """The principal that started it; who may resume it (with the approvers policy names)."""
+    status: TaskStatus = "Running"
+    """Where it is."""
+    version: int = 1
+    """Optimistic-concurrency counter."""
+    created_at: datetime
+    """When it started."""
+    updated_at: datetime
+    """When it last changed."""
+    prompt: str
+    """What the agent was asked."""
+    messages: str = "[]"
+    """The agent's message history as pydantic-ai's JSON (opaque to signoff)."""
+    pending: tuple[PendingCall, ...] = ()
+    """The calls a paused task waits on."""
+    history: tuple[HistoryItem, ...] = ()
+    """Everything that happened, oldest first."""
+    output: JsonValue = None
+    """The agent's output once Completed."""
+    error: str | None = None
+    """Why it Failed or was Canceled."""
+
+    @property
+    def request_ids(self) -> tuple[str, ...]:
+        """The ids of the requests it waits on."""
+        return tuple(p.request_id for p in self.pending)
