@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import socket
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from signoff.cli.context import DbOption, console, fail, open_service, run
+from signoff.cli.loading import load_object
 from signoff.config import default_db_url
 from signoff.service import Service
 
@@ -35,10 +36,39 @@ def check_port_free(host: str, port: int) -> None:
             fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
+def _agents(specs: list[str]) -> dict[str, Any]:
+    """NAME=MODULE:ATTRIBUTE specs as registered agents; one error line when one is wrong."""
+    agents: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep or not name.strip() or not target:
+            fail(f"--agent takes NAME=MODULE:ATTRIBUTE, not {spec!r}")
+        if name in agents:
+            fail(f"--agent {name!r} is given twice")
+        try:
+            from pydantic_ai import Agent
+        except ImportError:
+            fail("hosted agents need pydantic-ai: pip install 'signoff[pydantic-ai]'")
+        found = load_object(target, "--agent")
+        if not isinstance(found, Agent):
+            fail(f"{target} is a {type(found).__name__}, not a pydantic-ai Agent")
+        agents[name.strip()] = found
+    return agents
+
+
 def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     db: DbOption = None,
+    agent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent",
+            help="Host a pydantic-ai agent as NAME=MODULE:ATTRIBUTE (repeatable); runs pause "
+            "for approval and resume by request id.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
@@ -47,6 +77,7 @@ def serve(
         from signoff.server.app import create_app
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
+    agents = _agents(agent or [])
     check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
@@ -54,7 +85,7 @@ def serve(
     async def go() -> None:
         async with open_service(db, follow=True) as service:
             token = await ensure_admin_token(service)
-            app = create_app(service)
+            app = create_app(service, agents=agents, public_url=base)
             # events are small JSON sent to many sockets at once: compressing each copy for
             # each socket costs more CPU than it saves bytes
             config = uvicorn.Config(

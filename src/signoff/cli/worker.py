@@ -12,42 +12,23 @@ principal, so use the submitting agent's token, or an admin token to run every a
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from typing import Annotated
 
 import typer
 
 from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import DbOption, console, err_console, fail, run
+from signoff.cli.loading import load_object
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.executor import Executor, ToolRegistry, error_text
+from signoff.executor import Executor, ToolRegistry
 
 __all__ = ["load_registry", "register", "worker"]
 
 
 def load_registry(spec: str) -> ToolRegistry:
     """The ToolRegistry ``module:attribute`` names, or one ``error:`` line and exit 3."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        fail(f"--tools takes MODULE:ATTRIBUTE, e.g. tools:registry, not {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)  # as `python -m` would: the tools usually live right here
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name or module_name.startswith(f"{exc.name}."):
-            fail(f"no module named {module_name!r} (looked in {cwd} and on sys.path)")
-        fail(f"cannot import {module_name!r}: {error_text(exc)}")
-    except Exception as exc:  # the module's own code failed; say how, in one line
-        fail(f"cannot import {module_name!r}: {error_text(exc)}")
-    try:
-        registry = getattr(module, attribute)
-    except AttributeError:
-        fail(f"module {module_name!r} has no attribute {attribute!r}")
+    registry = load_object(spec, "--tools")
     if not isinstance(registry, ToolRegistry):
         fail(f"{spec} is a {type(registry).__name__}, not a signoff ToolRegistry")
     if not len(registry):

@@ -5,7 +5,8 @@ ends with deferred calls files one request per call and stores the task ``Paused
 its message history; nothing is held in memory. When every one of those requests is
 decided (by ``POST /resume/{request_id}``, the web inbox, the CLI: whichever) the task
 runs again: approved calls run (each claimed first, so never twice), rejected ones reach
-the model as denials; if every call was rejected the task is ``Canceled``.
+the model as denials; if people rejected and approved nothing, the task is ``Canceled``
+(calls denied by policy or left to expire just reach the model as denials).
 
 Only one resumer wins a pause: the Paused → Running change is a conditional write. A task
 found ``Running`` at startup died with its server; it is marked ``Failed`` and a call it
@@ -145,7 +146,8 @@ class TaskRunner:
     ) -> None:
         self.service = service
         self.agents = dict(agents)
-        self.policy = policy if policy is not None else Policy.load()
+        # the service's own policy when it has one, so gating and auto-decisions agree
+        self.policy = policy or service.policy or Policy.load()
         self.settle_timeout = settle_timeout
         self._watcher: asyncio.Task[None] | None = None
         self._running: dict[str, asyncio.Task[Task | None]] = {}
@@ -330,7 +332,11 @@ class TaskRunner:
             return task
         decisions = [_decision_item(p, r) for p, r in zip(task.pending, requests, strict=True)]
         history = (*task.history, *decisions)
-        if all(r.status != "approved" for r in requests):
+        rejected_by_people = any(
+            r.status == "rejected" and r.decision is not None and r.decision.via == "person"
+            for r in requests
+        )
+        if rejected_by_people and all(r.status != "approved" for r in requests):
             reasons = "; ".join(d.text for d in decisions if d.text)
             canceled = task.model_copy(
                 update={"status": "Canceled", "error": reasons or "rejected", "history": history}
@@ -420,7 +426,10 @@ class TaskRunner:
                     "history": history,
                 }
             )
-            return await self._save(paused, task)
+            paused = await self._save(paused, task)
+            # decided before the task was stored (policy, a standing grant, a quick person):
+            # no event will find it now, so go on here
+            return await self._continue(paused.id) or paused
         completed = task.model_copy(
             update={
                 "status": "Completed",

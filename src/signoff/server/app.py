@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -20,6 +20,7 @@ from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
 from signoff.server.limits import BodyLimit
+from signoff.server.tasks import tasks_router
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
 from signoff.web.routes import SecurityHeaders, static_files, web_router
@@ -320,12 +321,19 @@ def create_app(
     sweep: bool = True,
     heartbeat: float = 15.0,
     public_url: str | None = None,
+    agents: Mapping[str, Any] | None = None,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
 
     While it runs (its lifespan) it expires overdue requests (``sweep``) and delivers
     events to webhooks; ``public_url`` is where links in webhook messages point.
+    ``agents`` (name to pydantic-ai Agent) are hosted as durable tasks (needs pydantic-ai).
     """
+    runner = None
+    if agents:
+        from signoff.integrations.pydantic_ai_tasks import TaskRunner
+
+        runner = TaskRunner(service, agents)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -333,9 +341,13 @@ def create_app(
         if sweep:
             service.start_sweeper()
         await dispatcher.start()
+        if runner is not None:
+            await runner.start()
         try:
             yield
         finally:
+            if runner is not None:
+                await runner.stop()
             await dispatcher.stop()
             await service.stop_sweeper()
 
@@ -351,6 +363,8 @@ def create_app(
     app.state.public_url = public_url
     app.include_router(api_router())
     app.include_router(events_router())
+    app.state.tasks = runner
+    app.include_router(tasks_router())
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
