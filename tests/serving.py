@@ -50,11 +50,13 @@ class Server:
         self.process.communicate(timeout=20)
 
 
-def start_server(db: str, port: int, env: dict[str, str]) -> Server:
-    """Start ``signoff serve`` and wait until /healthz answers."""
+def start_server(
+    db: str, port: int, env: dict[str, str], *extra: str, cwd: str | None = None
+) -> Server:
+    """Start ``signoff serve`` (with ``extra`` options) and wait until /healthz answers."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
