@@ -240,3 +240,24 @@ async def test_without_agents_the_task_endpoints_say_so(tmp_path: Path) -> None:
         assert response.status_code == 404 and "--agent" in response.json()["detail"]
         assert (await http.get(f"{API}/agents")).json() == {"items": []}
     await service.close()
+
+
+async def test_an_approver_the_policy_names_may_resume_another_users_task(tmp_path: Path) -> None:
+    """The task's user or a designated approver may resume; another approver gets 403."""
+    from signoff.errors import NotAllowed
+    from signoff.integrations.pydantic_ai_tasks import TaskRunner
+
+    policy = Policy.from_toml(
+        '[tools]\nneed_approval = ["*"]\n\n[governance]\napprovers = ["bob"]\n'
+    )
+    service = Service(SQLiteStore(tmp_path / "g.db"), bus=LocalBus(), policy=policy, read_file=None)
+    await service.open()
+    ran: list[tuple[str, dict[str, Any]]] = []
+    runner = TaskRunner(service, agents(ran))
+    paused = await runner.run("one", "go", Principal(name="alice", role="approver"))
+    request_id = paused.pending[0].request_id
+    with pytest.raises(NotAllowed):
+        await runner.resume(request_id, "approve", Principal(name="carol", role="approver"))
+    done = await runner.resume(request_id, "approve", Principal(name="bob", role="approver"))
+    assert done.status == "Completed" and len(ran) == 1
+    await service.close()
