@@ -16,6 +16,7 @@ from signoff.cli.context import (
     parse_json_object,
     run,
 )
+from signoff.cli.prompting import ask_decision, terminal_asker
 from signoff.cli.render import decision_json, event_line, request_panel, requests_table
 from signoff.domain.decisions import Scope
 from signoff.domain.principals import Principal
@@ -181,7 +182,15 @@ def answer(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Answer a questions request."""
+    """Answer a request: with --answer/--feedback (questions), or by prompts for any kind.
+
+    Without options it asks, one plain line at a time: y/n and a reason for a tool call, a
+    numbered menu for a choice, one prompt per question. It reads standard input when that
+    is not a terminal, so scripts and ssh work too.
+    """
+    if answers is None and feedback is None:
+        _ask_and_decide((db, server, token), request_id)
+        return
     parsed: dict[str, str] = {}
     for item in answers or []:
         key, sep, text = item.partition("=")
@@ -191,6 +200,29 @@ def answer(
     _decide(
         (db, server, token), request_id, {"type": "answer", "answers": parsed, "feedback": feedback}
     )
+
+
+def _ask_and_decide(target: tuple[str | None, str | None, str | None], request_id: str) -> None:
+    ask, interactive = terminal_asker()
+
+    async def go() -> None:
+        async with open_backend(*target, principal=local_principal()) as backend:
+            request = await backend.get(request_id)
+            if request.status != "pending":
+                fail(f"{request.id} is {request.status}; there is nothing to answer")
+            if interactive:
+                console.print(request_panel(request))
+            try:
+                decision = ask_decision(
+                    request, ask, interactive=interactive,
+                    say=lambda text: console.print(text, markup=False, highlight=False),
+                )  # fmt: skip
+            except EOFError:
+                fail("no answer on standard input")
+            decided = await backend.decide(request_id, decision)
+        console.print(f"{decided.id}: {decided.status}")
+
+    run(go)
 
 
 def cancel(

@@ -1,0 +1,1 @@
+"""Full-screen terminal apps (Textual): ``signoff chat`` and ``signoff inbox``."""
