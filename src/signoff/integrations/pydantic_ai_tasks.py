@@ -198,6 +198,8 @@ class TaskRunner:
     async def recover(self) -> None:
         """Fail tasks that died Running; continue paused ones whose decisions all came in."""
         for task in await self.service.store.list_tasks(status="Running", limit=10_000):
+            if task.agent not in self.agents:
+                continue  # another program's record (e.g. a chat session) on this database
             reason = "the server stopped while this task was running; nothing is re-run"
             for call in task.pending:
                 request = await self.service.get(call.request_id)
@@ -218,7 +220,8 @@ class TaskRunner:
             with contextlib.suppress(VersionConflict):
                 await self._save(failed, task)
         for task in await self.service.store.list_tasks(status="Paused", limit=10_000):
-            await self._spawn_continue(task.id)
+            if task.agent in self.agents:
+                await self._spawn_continue(task.id)
 
     async def _watch(self) -> None:
         subscription = self.service.bus.subscribe()
@@ -230,7 +233,7 @@ class TaskRunner:
                 if event.request.status == "pending" or event.type == "created":
                     continue
                 task = await self.service.store.find_task(event.request.id)
-                if task is not None and task.status == "Paused":
+                if task is not None and task.status == "Paused" and task.agent in self.agents:
                     await self._spawn_continue(task.id)
         finally:
             subscription.close()

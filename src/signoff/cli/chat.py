@@ -1,0 +1,99 @@
+"""``signoff chat``: a coding agent in the terminal whose risky tool calls wait for you."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from signoff.cli.backend import TokenOption
+from signoff.cli.context import DbOption, console, fail, local_principal, open_service, run
+
+__all__ = ["chat", "register"]
+
+
+def chat(
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="Any pydantic-ai model string, e.g. openai:gpt-5 (default: the scripted demo).",
+            show_default=False,
+        ),
+    ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", help="Continue the chat session with this id.", metavar="ID"),
+    ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            help="Send approvals to this signoff server (with --token), to decide in its inbox.",
+            metavar="URL",
+            show_default=False,
+        ),
+    ] = None,
+    token: TokenOption = None,
+    db: DbOption = None,
+) -> None:
+    """Chat with a coding agent here; tools.toml says which of its calls wait for you."""
+    try:
+        from signoff.backends import Backend, LocalBackend
+        from signoff.chat import CHAT_PRINCIPAL, ChatSession, build_agent, model_label
+        from signoff.demo import resolve_model
+        from signoff.domain.policies import Policy
+        from signoff.service import Service
+        from signoff.tui.chat import ChatApp
+    except ImportError:
+        fail("signoff chat needs its extras: pip install 'signoff[tui,pydantic-ai]'")
+    if remote is not None and not token:
+        fail("--remote needs --token (or SIGNOFF_TOKEN)")
+
+    demo = model is None or model.strip().lower() in ("", "demo")
+
+    async def session_app(backend: Backend, decider: Backend, mode: str, service: Service) -> None:
+        agent = build_agent(model, Path.cwd())
+        policy = Policy.load()
+        if resume is not None:
+            session = await ChatSession.restore(
+                resume, agent, backend, service.store, policy=policy
+            )
+        else:
+            session = await ChatSession.start(
+                agent, backend, service.store, user=local_principal().name, policy=policy
+            )
+        label = model_label(resolve_model(model))
+        app = ChatApp(session, decider, model_name=label, mode=mode, demo=demo)
+        await app.run_async()
+        console.print(
+            f"session {session.id}; resume with: signoff chat --resume {session.id}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+    async def go() -> None:
+        # sessions are kept in --db even when approvals go to a server
+        async with open_service(db, follow=True) as service:
+            if remote is None:
+                await session_app(
+                    LocalBackend(service, CHAT_PRINCIPAL),
+                    LocalBackend(service, local_principal()),
+                    "local",
+                    service,
+                )
+                return
+            try:
+                from signoff.client import AsyncClient
+            except ImportError:
+                fail("--remote needs the HTTP client: pip install 'signoff[server]'")
+            async with AsyncClient(remote, token or "") as client:
+                await session_app(client, client, f"remote {remote}", service)
+
+    run(go)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``chat`` to ``app``."""
+    app.command()(chat)
