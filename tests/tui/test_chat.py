@@ -27,6 +27,7 @@ from signoff.chat import (
     chat_tools,
     decide_here,
 )
+from signoff.client import AsyncClient
 from signoff.demo import DEMO_MODEL_NAME
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
@@ -36,6 +37,8 @@ from signoff.store.base import RequestQuery
 from signoff.store.memory import MemoryStore
 from signoff.testing import APPROVER
 from signoff.tui.chat import AWAITING, ChatApp, args_view
+from tests.serving import Server
+from tests.serving import agent_token as agent_token_of
 
 ME = Principal(name="me", role="admin")
 GATED = '[tools]\nneed_approval = ["write_file", "edit_file", "shell"]\n'
@@ -322,3 +325,42 @@ def test_tools_stay_in_the_working_directory(tmp_path: Path) -> None:
     assert tools["list_files"].function() == "a.txt"
     assert "outside" in write(path="../escape.txt", content="x")
     assert "not found" in edit(path="a.txt", old_string="zzz", new_string="y")
+
+
+async def test_remote_against_a_real_server_web_and_terminal(
+    server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--remote: calls wait on a real server; the web's approval and the terminal's both count."""
+    monkeypatch.chdir(tmp_path)
+    agent_token = agent_token_of(server, "chat-agent")
+    person_token = server.admin_token
+    assert person_token is not None
+    web_token = server.cli("token", "create", "web", "--role", "approver").stdout.strip()
+    policy = Policy.from_toml(GATED)
+    async with (
+        AsyncClient(server.base, agent_token) as filer,
+        AsyncClient(server.base, person_token) as person,
+        AsyncClient(server.base, web_token) as web,
+    ):
+        store = MemoryStore()
+        await store.open()
+        session = await ChatSession.start(
+            build_agent(None, tmp_path), filer, store, user="me", policy=policy
+        )
+        app = ChatApp(session, person, model_name=DEMO_MODEL_NAME, mode="remote", demo=True)
+        async with app.run_test() as pilot:
+            await say(pilot, app, "create notes.md saying hello")
+            await waiting(pilot, app, "Tool 1 of 1: write_file")
+            [request] = (await web.list_requests(RequestQuery(status="pending"))).items
+            await web.decide(request.id, {"type": "approve"})  # from the web inbox
+            await until(pilot, lambda: not app.busy)
+            assert (tmp_path / "notes.md").read_text() == "hello\n"
+            await say(pilot, app, "run echo from-the-terminal")
+            await waiting(pilot, app, "Tool 1 of 1: shell")
+            await pilot.press("enter")  # approved here, recorded on the server
+            await until(pilot, lambda: not app.busy)
+        assert said(app, "from-the-terminal")
+        decided = (await web.list_requests(RequestQuery(limit=10))).items
+        by = sorted(r.decision.decided_by for r in decided if r.decision is not None)
+        assert by == ["admin", "web"]
+        await store.close()

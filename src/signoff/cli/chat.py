@@ -36,6 +36,16 @@ def chat(
         ),
     ] = None,
     token: TokenOption = None,
+    agent_token: Annotated[
+        str | None,
+        typer.Option(
+            "--agent-token",
+            help="With --remote: the agent token the chat files requests with, so that you "
+            "(--token) may approve them from here too (default: --token, and then only "
+            "others can approve).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Chat with a coding agent here; tools.toml says which of its calls wait for you."""
@@ -88,8 +98,11 @@ def chat(
                 from signoff.client import AsyncClient
             except ImportError:
                 fail("--remote needs the HTTP client: pip install 'signoff[server]'")
-            async with AsyncClient(remote, token or "") as client:
-                await session_app(client, client, f"remote {remote}", service)
+            async with (
+                AsyncClient(remote, agent_token or token or "") as filer,
+                AsyncClient(remote, token or "") as person,
+            ):
+                await session_app(filer, person, f"remote {remote}", service)
 
     run(go)
 
