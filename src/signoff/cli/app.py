@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, chat, demo, policy, requests, serve, webhooks, worker
+from signoff.cli import admin, chat, demo, inbox, policy, requests, serve, webhooks, worker
 
 __all__ = ["app"]
 
@@ -24,3 +24,4 @@ webhooks.register(app)
 demo.register(app)
 worker.register(app)
 chat.register(app)
+inbox.register(app)

@@ -1,0 +1,776 @@
+"""The terminal inbox (``signoff inbox``): the web inbox's functions, driven by the keyboard.
+
+A live list of pending requests (kept current by the event stream), a detail pane, every
+decision a request allows, batch approve / reject, and a history view. It works on any
+:class:`signoff.backends.Backend`, so the same app runs on a database or against a server.
+
+Everything an agent sent is rendered as plain :class:`rich.text.Text`, never as markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from pydantic import JsonValue
+
+try:
+    from textual.app import App, ComposeResult
+    from textual.binding import Binding, BindingType
+    from textual.containers import Horizontal, Vertical, VerticalScroll
+    from textual.screen import ModalScreen
+    from textual.widgets import Footer, Header, Input, Label, OptionList, Static, TextArea
+    from textual.widgets.option_list import Option
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError("the terminal inbox needs Textual: pip install 'signoff[tui]'") from exc
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from signoff.backends import Backend
+from signoff.cli.render import STATUS_STYLE, summary
+from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
+from signoff.errors import InvalidDecision, SignoffError
+from signoff.store.base import RequestQuery
+
+__all__ = [
+    "AnswerScreen",
+    "ChooseScreen",
+    "EditArgsScreen",
+    "HelpScreen",
+    "InboxApp",
+    "InboxDialog",
+    "ReasonScreen",
+    "detail_view",
+    "parse_choice",
+]
+
+PENDING_LIMIT = 500
+"""How many pending requests the list loads at start (the event stream adds the rest)."""
+HISTORY_LIMIT = 200
+"""How many decided requests the history view shows."""
+RECONCILE_SECONDS = 5.0
+"""How often the queue is re-read to catch what a (re)connecting event stream missed."""
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("j / ↓", "next request"),
+    ("k / ↑", "previous request"),
+    ("a", "approve (questions: approve as asked)"),
+    ("r", "reject, with a reason (Enter rejects, Esc cancels)"),
+    ("e", "edit the args as JSON, then approve them (Ctrl+S approves, Esc cancels)"),
+    ("c", "choose: option number(s) 1..n, comma-separated for multi-select, or free text"),
+    ("n", "answer the questions, with feedback (Enter moves on / sends, Ctrl+S sends)"),
+    ("space", "select / unselect for a batch"),
+    ("A", "approve every selected request"),
+    ("R", "reject every selected request, with one reason"),
+    ("h", "history: decided requests, who decided, the result (h again: pending)"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+"""The help screen's table; the footer shows the same keys."""
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+
+
+def _pretty(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _diff_text(diff: str) -> Text:
+    """A unified diff, removed lines red and added lines green."""
+    out = Text()
+    for line in diff.splitlines() or ["(no change)"]:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
+
+
+def _heading(text: str) -> Text:
+    return Text(text, style="bold underline")
+
+
+def _expiry(request: Request, now: datetime) -> str | None:
+    if request.expires_at is None:
+        return None
+    left = int((request.expires_at - now).total_seconds())
+    when = f"in {left}s" if left > 0 else "due now"
+    return f"{_when(request.expires_at)} ({when}), then {request.on_expire}"
+
+
+def detail_view(request: Request, now: datetime | None = None) -> RenderableType:
+    """Everything a person needs to decide one request, as plain text (never markup)."""
+    now = now or datetime.now(UTC)
+    head = Text()
+
+    def row(label: str, value: str | None, style: str = "") -> None:
+        if value:
+            head.append(f"{label:<13}", style="bold")
+            head.append(value + "\n", style=style)
+
+    row("id", request.id)
+    row("status", request.status, STATUS_STYLE[request.status])
+    row("kind", request.kind)
+    row("session", request.session_id)
+    row("requested by", request.requested_by)
+    row("created", _when(request.created_at))
+    row("expires", _expiry(request, now) if request.status == "pending" else None)
+    row("policy", request.policy_note)
+    if request.approvers or request.quorum > 1:
+        row("approvers", ", ".join(request.approvers) or "any approver")
+        row("votes", f"{len(request.votes)} of {request.quorum} approvals")
+    row("allowed", ", ".join(request.allowed_decisions))
+    head.rstrip()
+    parts: list[RenderableType] = [head]
+    if isinstance(request, ApprovalRequest):
+        parts += [_heading(f"tool: {request.tool_name}"), Text(_pretty(request.tool_args))]
+        if request.preview is not None:
+            new = "" if request.preview.exists else " (new file)"
+            parts.append(_heading(f"diff of {request.preview.path}{new}"))
+            if request.preview.note:
+                parts.append(Text(request.preview.note, style="yellow"))
+            parts.append(_diff_text(request.preview.diff))
+        if request.approved_args is not None and request.approved_args != request.tool_args:
+            parts += [_heading("approved (edited) args"), Text(_pretty(request.approved_args))]
+        if request.result is not None:
+            outcome = "ok" if request.result.ok else f"failed: {request.result.error}"
+            parts += [_heading("result"), Text(f"{outcome} {json.dumps(request.result.result)}")]
+    elif isinstance(request, ChoiceRequest):
+        parts += [_heading("prompt"), Text(request.prompt), _heading("options")]
+        parts += [Text(f"  {n}. {option}") for n, option in enumerate(request.options, 1)]
+        mode = "several options (1,3)" if request.multi_select else "one option"
+        parts.append(
+            Text(f"choose {mode}" + (", or type free text" if request.allow_other else ""))
+        )
+    elif isinstance(request, QuestionsRequest):
+        if request.prompt:
+            parts += [_heading("prompt"), Text(request.prompt)]
+        parts.append(_heading("questions"))
+        for n, q in enumerate(request.questions, 1):
+            parts.append(Text(f"  {n}. {q.text}" + (" (required)" if q.required else "")))
+    if request.context is not None:
+        parts += [_heading("context"), Text(_pretty(request.context))]
+    if request.grant_id:
+        parts.append(Text(f"approved by standing grant {request.grant_id}", style="green"))
+    for vote in request.votes:
+        parts.append(Text(f"approval by {vote.decided_by} at {_when(vote.decided_at)}"))
+    if request.decision is not None:
+        d = request.decision
+        said = d.decision.model_dump(mode="json", exclude={"type"}, exclude_none=True)
+        parts += [
+            _heading("decision"),
+            Text(
+                f"{d.decision.type} by {d.decided_by} ({d.via}) at {_when(d.decided_at)}"
+                + (f": {json.dumps(said, ensure_ascii=False)}" if said else "")
+            ),
+        ]
+    return Group(*parts)
+
+
+def _row(request: Request, *, selected: bool, history: bool) -> Text:
+    """One line of the list; agent text stays literal."""
+    line = Text()
+    line.append("● " if selected else "  ", style="bold magenta")
+    if history:
+        line.append(f"{request.status:<9} ", style=STATUS_STYLE[request.status])
+        by = request.decision.decided_by if request.decision else "-"
+        line.append(f"{by[:12]:<12} ", style="cyan")
+        if isinstance(request, ApprovalRequest) and request.result is not None:
+            line.append("ok " if request.result.ok else "failed ", style="dim")
+    else:
+        line.append(f"{request.kind:<9} ", style="dim")
+        if request.expires_at is not None:
+            line.append("⏱ ", style="magenta")
+    line.append(summary(request))
+    line.no_wrap = True
+    line.overflow = "ellipsis"
+    return line
+
+
+def parse_choice(request: ChoiceRequest, text: str) -> dict[str, Any]:
+    """The ``choose`` decision typed as option numbers (1..n), comma-separated for a
+    multi-select, or as free text where the request allows it."""
+    text = text.strip()
+    count = len(request.options)
+    if not text:
+        raise InvalidDecision(f"type an option number from 1 to {count}")
+    parts = [p.strip() for p in text.split(",")] if request.multi_select else [text]
+    chosen: list[str] = []
+    for part in filter(None, parts):
+        if part.isdigit() and 1 <= int(part) <= count:
+            chosen.append(request.options[int(part) - 1])
+        elif part in request.options or request.allow_other:
+            chosen.append(part)
+        else:
+            raise InvalidDecision(f"{part!r} is not an option: type a number from 1 to {count}")
+    if request.multi_select:
+        return {"type": "choose", "choices": list(dict.fromkeys(chosen))}
+    return {"type": "choose", "choice": chosen[0]}
+
+
+class InboxDialog(ModalScreen[Any]):
+    """A modal box over the inbox; Esc cancels it."""
+
+    DEFAULT_CSS = """
+    InboxDialog { align: center middle; }
+    InboxDialog > Vertical {
+        width: 90%; max-width: 110; height: auto; max-height: 90%;
+        border: thick $accent; background: $surface; padding: 1 2;
+    }
+    InboxDialog .hint { color: $text-muted; }
+    InboxDialog .error { color: $error; }
+    InboxDialog TextArea { height: 16; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = "Input, TextArea"
+
+    def action_cancel(self) -> None:
+        """Close without deciding."""
+        self.dismiss(None)
+
+    def show_error(self, message: str) -> None:
+        """Say why the input was refused, and stay open."""
+        self.query_one("#dialog-error", Static).update(Text(message))
+
+
+class ReasonScreen(InboxDialog):
+    """Asks for a reason; Enter gives it (maybe empty), Esc cancels."""
+
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(self.title_text, style="bold"))
+            yield Input(placeholder="reason, told to the agent", id="reason")
+            yield Label(Text("Enter rejects · Esc cancels"), classes="hint")
+            yield Static(id="dialog-error", classes="error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: reject with this reason."""
+        event.stop()
+        self.dismiss(event.value)
+
+
+class EditArgsScreen(InboxDialog):
+    """A JSON editor for a tool call's args; only a JSON object is accepted."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "save", "Approve edited"),
+    ]
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(f"edit the args of {self.request.tool_name}", style="bold"))
+            yield TextArea(_pretty(self.request.tool_args), id="args")
+            yield Label(Text("Ctrl+S approves with these args · Esc cancels"), classes="hint")
+            yield Static(id="dialog-error", classes="error")
+
+    def action_save(self) -> None:
+        """Approve with the edited args, if they are a JSON object."""
+        text = self.query_one("#args", TextArea).text
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.show_error(f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
+            return
+        if not isinstance(value, dict):
+            self.show_error(f"the args must be a JSON object, not {type(value).__name__}")
+            return
+        self.dismiss(value)
+
+
+class ChooseScreen(InboxDialog):
+    """Picks a choice request's option(s) by number, or free text where allowed."""
+
+    def __init__(self, request: ChoiceRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    def compose(self) -> ComposeResult:
+        r = self.request
+        with Vertical():
+            yield Label(Text(r.prompt, style="bold"))
+            for n, option in enumerate(r.options, 1):
+                yield Label(Text(f"  {n}. {option}"))
+            how = "numbers, comma-separated" if r.multi_select else "a number"
+            other = ", or free text" if r.allow_other else ""
+            yield Input(placeholder=f"{how} from 1 to {len(r.options)}{other}", id="choice")
+            yield Label(Text("Enter chooses · Esc cancels"), classes="hint")
+            yield Static(id="dialog-error", classes="error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: choose what was typed, or say why it is not an option."""
+        event.stop()
+        try:
+            decision = parse_choice(self.request, event.value)
+        except InvalidDecision as exc:
+            self.show_error(exc.message)
+            return
+        self.dismiss(decision)
+
+
+class AnswerScreen(InboxDialog):
+    """One input per question and one for overall feedback; sends an ``answer`` decision."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+s", "send", "Send answers"),
+    ]
+
+    def __init__(self, request: QuestionsRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            if self.request.prompt:
+                yield Label(Text(self.request.prompt, style="bold"))
+            for n, q in enumerate(self.request.questions, 1):
+                yield Label(Text(f"{n}. {q.text}" + (" (required)" if q.required else "")))
+                yield Input(id=f"answer-{n}", classes="field")
+            yield Label(Text("feedback (optional)"))
+            yield Input(id="feedback", classes="field")
+            yield Label(
+                Text("Enter moves on, on the last field sends · Ctrl+S sends · Esc cancels"),
+                classes="hint",
+            )
+            yield Static(id="dialog-error", classes="error")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: the next field, or send from the last one."""
+        event.stop()
+        if event.input.id == "feedback":
+            self.action_send()
+        else:
+            self.focus_next(Input)
+
+    def action_send(self) -> None:
+        """Send the answers typed so far."""
+        answers: dict[str, str] = {}
+        for n, q in enumerate(self.request.questions, 1):
+            value = self.query_one(f"#answer-{n}", Input).value
+            if value:
+                answers[q.id] = value
+        feedback = self.query_one("#feedback", Input).value
+        self.dismiss({"type": "answer", "answers": answers, "feedback": feedback or None})
+
+
+class HelpScreen(InboxDialog):
+    """Every key of the inbox."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,question_mark", "cancel", "Close"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        table = Text()
+        for key, does in KEYS:
+            table.append(f"{key:<8}", style="bold")
+            table.append(does + "\n")
+        table.rstrip()
+        with Vertical():
+            yield Label(Text("signoff inbox: keys", style="bold"))
+            yield Static(table, id="help-keys")
+            yield Label(Text("Esc, q or ? closes"), classes="hint")
+
+
+_INBOX_ACTIONS = frozenset(
+    {
+        "cursor_down",
+        "cursor_up",
+        "approve",
+        "reject",
+        "edit",
+        "choose",
+        "answer",
+        "toggle_select",
+        "approve_selected",
+        "reject_selected",
+        "toggle_history",
+        "help",
+    }
+)
+
+
+class InboxApp(App[None]):
+    """The terminal inbox on one backend."""
+
+    TITLE = "signoff inbox"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #main { height: 1fr; }
+    #requests { width: 2fr; height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
+    #detail-box { width: 3fr; height: 1fr; border-left: solid $accent; padding: 0 1; }
+    #status { height: 1; padding: 0 1; background: $boost; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j,down", "cursor_down", "Down", key_display="j"),
+        Binding("k,up", "cursor_up", "Up", key_display="k"),
+        Binding("a", "approve", "Approve"),
+        Binding("r", "reject", "Reject"),
+        Binding("e", "edit", "Edit"),
+        Binding("c", "choose", "Choose"),
+        Binding("n", "answer", "Answer"),
+        Binding("space", "toggle_select", "Select"),
+        Binding("A", "approve_selected", "Approve sel"),
+        Binding("R", "reject_selected", "Reject sel"),
+        Binding("h", "toggle_history", "History"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, backend: Backend, *, refresh: float = RECONCILE_SECONDS) -> None:
+        super().__init__()
+        self.backend = backend
+        self.refresh_seconds = refresh
+        """How often the queue is re-read, for what the event stream cannot deliver."""
+        self.history = False
+        """Whether the list shows decided requests instead of pending ones."""
+        self.selected: set[str] = set()
+        """Ids selected for a batch decision."""
+        self.status_message = ""
+        """The last message on the status line (also notified)."""
+        self._known: dict[str, Request] = {}
+        self._last_seq: int | None = None
+
+    # layout and state
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            yield OptionList(id="requests", markup=False)
+            with VerticalScroll(id="detail-box"):
+                yield Static(id="detail")
+        yield Static(id="status")
+        yield Footer(compact=True)
+
+    async def on_mount(self) -> None:
+        """Load the queue, then follow the event stream."""
+        self.query_one("#requests", OptionList).focus()
+        await self._reload()
+        self.run_worker(self._follow(), name="events", group="events", exit_on_error=False)
+        self.set_interval(1.0, self._tick)
+        self.set_timer(1.0, self._start_reconcile)
+        self.set_interval(self.refresh_seconds, self._start_reconcile)
+
+    def _start_reconcile(self) -> None:
+        self.run_worker(self._reconcile(), group="reconcile", exclusive=True)
+
+    async def _reconcile(self) -> None:
+        """Re-read the queue: the stream cannot deliver what happened while it connected."""
+        try:
+            page = await self.backend.list_requests(
+                RequestQuery(status="pending", limit=PENDING_LIMIT)
+            )
+        except SignoffError:
+            return  # the event stream's reconnect loop reports an unreachable backend
+        changed = [self._merge(r) for r in page.items]
+        if any(changed):
+            self._render_list()
+        if page.next_cursor is None:
+            fresh = {r.id for r in page.items}
+            for known in list(self._known.values()):
+                if known.status == "pending" and known.id not in fresh:
+                    await self._refresh_one(known.id)
+
+    def _tick(self) -> None:
+        """Count an expiring request down in the detail pane."""
+        request = self.current
+        if request is not None and request.expires_at is not None and not self.history:
+            self._render_detail()
+
+    @property
+    def visible_ids(self) -> list[str]:
+        """The ids the list shows, top to bottom."""
+        return [r.id for r in self._listed()]
+
+    @property
+    def current(self) -> Request | None:
+        """The highlighted request."""
+        option = self.query_one("#requests", OptionList).highlighted_option
+        return None if option is None or option.id is None else self._known.get(option.id)
+
+    def _listed(self) -> list[Request]:
+        if self.history:
+            done = [r for r in self._known.values() if r.status != "pending"]
+            return sorted(done, key=lambda r: r.updated_at, reverse=True)[:HISTORY_LIMIT]
+        pending = [r for r in self._known.values() if r.status == "pending"]
+        return sorted(pending, key=lambda r: r.created_at, reverse=True)
+
+    def _render_list(self) -> None:
+        listing = self.query_one("#requests", OptionList)
+        keep = self.current
+        old_index = listing.highlighted or 0
+        shown = self._listed()
+        listing.set_options(
+            Option(_row(r, selected=r.id in self.selected, history=self.history), id=r.id)
+            for r in shown
+        )
+        ids = [r.id for r in shown]
+        if keep is not None and keep.id in ids:
+            listing.highlighted = ids.index(keep.id)
+        elif ids:
+            listing.highlighted = min(old_index, len(ids) - 1)
+        view = "history" if self.history else "pending"
+        picked = f" · {len(self.selected)} selected" if self.selected else ""
+        self.sub_title = f"{len(ids)} {view}{picked}"
+        self._render_detail()
+
+    def _render_detail(self) -> None:
+        request = self.current
+        detail = self.query_one("#detail", Static)
+        if request is None:
+            empty = "no decided requests yet" if self.history else "nothing awaits you"
+            detail.update(Text(empty, style="dim"))
+        else:
+            detail.update(detail_view(request))
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        """Show the highlighted request in the detail pane."""
+        self._render_detail()
+
+    def say(self, message: str, *, error: bool = False) -> None:
+        """Put a message on the status line and in a notification (as plain text)."""
+        self.status_message = message
+        self.query_one("#status", Static).update(Text(message, style="red" if error else ""))
+        self.notify(message, severity="error" if error else "information", markup=False)
+
+    def _merge(self, request: Request) -> bool:
+        """Keep a newer copy of a request; whether it was newer than the one known."""
+        known = self._known.get(request.id)
+        if known is not None and known.version >= request.version:
+            return False
+        self._known[request.id] = request
+        if request.status != "pending":
+            self.selected.discard(request.id)
+        return True
+
+    def _apply(self, request: Request) -> None:
+        """Take a newer copy of a request and show it; stale copies are ignored."""
+        if self._merge(request):
+            self._render_list()
+
+    async def _reload(self) -> None:
+        """Load the pending queue (and history when shown) afresh."""
+        try:
+            items = (
+                await self.backend.list_requests(
+                    RequestQuery(status="pending", limit=PENDING_LIMIT)
+                )
+            ).items
+            if self.history:
+                items += (await self.backend.list_requests(RequestQuery(limit=HISTORY_LIMIT))).items
+        except SignoffError as exc:
+            self.say(exc.message, error=True)
+            return
+        self._known = {}
+        for request in items:
+            self._known.setdefault(request.id, request)
+        self.selected &= {r.id for r in items if r.status == "pending"}
+        self._render_list()
+
+    async def _follow(self) -> None:
+        """Apply every event; after a dropped stream, reconnect and replay what was missed."""
+        delay = 0.5
+        while True:
+            try:
+                async for event in self.backend.events(since=self._last_seq):
+                    self._last_seq = event.seq
+                    self._apply(event.request)
+                    delay = 0.5
+            except SignoffError as exc:
+                self.say(f"live updates stopped: {exc.message}; reconnecting", error=True)
+            except Exception as exc:  # keep following whatever broke; say what it was
+                self.say(f"live updates stopped: {exc!r}; reconnecting", error=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+            if self._last_seq is None:
+                await self._reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The inbox's keys act only when no dialog is open."""
+        return not (action in _INBOX_ACTIONS and len(self.screen_stack) > 1)
+
+    # deciding
+
+    def _target(self, *, kind: str | None = None, verb: str) -> Request | None:
+        """The highlighted pending request, or None after saying why there is none."""
+        request = self.current
+        if self.history:
+            self.say("the history is read-only: press h for the pending queue", error=True)
+            return None
+        if request is None:
+            self.say(f"nothing to {verb}", error=True)
+            return None
+        if kind is not None and request.kind != kind:
+            self.say(f"only {kind} requests can be {verb}d this way", error=True)
+            return None
+        return request
+
+    async def _decide(self, request: Request, decision: dict[str, Any]) -> None:
+        try:
+            updated = await self.backend.decide(request.id, decision)
+        except SignoffError as exc:
+            where = "" if request.id in exc.message else f"{request.id}: "
+            self.say(where + exc.message, error=True)
+            await self._refresh_one(request.id)
+            return
+        self._apply(updated)
+        if updated.status == "pending":
+            self.say(f"{updated.id}: approval recorded, {len(updated.votes)} of {updated.quorum}")
+        else:
+            self.say(f"{updated.id}: {updated.status}")
+
+    async def _refresh_one(self, request_id: str) -> None:
+        try:
+            self._apply(await self.backend.get(request_id))
+        except SignoffError:
+            self._known.pop(request_id, None)
+            self.selected.discard(request_id)
+            self._render_list()
+
+    async def action_approve(self) -> None:
+        """Approve the highlighted request as proposed (scope once)."""
+        request = self._target(verb="approve")
+        if request is None:
+            return
+        if isinstance(request, ChoiceRequest):
+            self.say("a choice request is answered with c (choose)", error=True)
+            return
+        await self._decide(request, {"type": "approve"})
+
+    def action_reject(self) -> None:
+        """Ask for a reason, then reject the highlighted request."""
+        request = self._target(verb="reject")
+        if request is None:
+            return
+
+        async def done(reason: str | None) -> None:
+            if reason is not None:
+                await self._decide(request, {"type": "reject", "reason": reason})
+
+        self.push_screen(ReasonScreen(f"reject {summary(request)}"), done)
+
+    def action_edit(self) -> None:
+        """Edit the highlighted call's args as JSON, then approve the edit."""
+        request = self._target(kind="approval", verb="edit")
+        if not isinstance(request, ApprovalRequest):
+            return
+
+        async def done(args: dict[str, JsonValue] | None) -> None:
+            if args is not None:
+                await self._decide(request, {"type": "approve", "args": args})
+
+        self.push_screen(EditArgsScreen(request), done)
+
+    def action_choose(self) -> None:
+        """Choose the highlighted choice request's option(s)."""
+        request = self._target(kind="choice", verb="choose")
+        if not isinstance(request, ChoiceRequest):
+            return
+
+        async def done(decision: dict[str, Any] | None) -> None:
+            if decision is not None:
+                await self._decide(request, decision)
+
+        self.push_screen(ChooseScreen(request), done)
+
+    def action_answer(self) -> None:
+        """Answer the highlighted questions request."""
+        request = self._target(kind="questions", verb="answer")
+        if not isinstance(request, QuestionsRequest):
+            return
+
+        async def done(decision: dict[str, Any] | None) -> None:
+            if decision is not None:
+                await self._decide(request, decision)
+
+        self.push_screen(AnswerScreen(request), done)
+
+    def action_toggle_select(self) -> None:
+        """Select or unselect the highlighted request for a batch decision."""
+        request = self._target(verb="select")
+        if request is None:
+            return
+        self.selected ^= {request.id}
+        self._render_list()
+
+    async def _decide_selected(self, type_: str, reason: str = "") -> None:
+        ids = [r.id for r in self._listed() if r.id in self.selected]
+        try:
+            outcomes = await self.backend.decide_many(ids, type_, reason)
+        except SignoffError as exc:
+            self.say(exc.message, error=True)
+            return
+        failed = [o for o in outcomes if o.error is not None]
+        done = len(outcomes) - len(failed)
+        message = f"{done} {type_.removesuffix('e')}ed"
+        if failed:
+            first = failed[0]
+            why = first.error.message if first.error is not None else "?"
+            message += f", {len(failed)} failed ({first.id}: {why})"
+        for outcome in outcomes:
+            await self._refresh_one(outcome.id)
+        self.say(message, error=bool(failed))
+
+    def _selection(self) -> bool:
+        if self.history:
+            self.say("the history is read-only: press h for the pending queue", error=True)
+            return False
+        if not self.selected:
+            self.say("nothing selected: space selects requests", error=True)
+            return False
+        return True
+
+    async def action_approve_selected(self) -> None:
+        """Approve every selected request."""
+        if self._selection():
+            await self._decide_selected("approve")
+
+    def action_reject_selected(self) -> None:
+        """Ask for one reason, then reject every selected request."""
+        if not self._selection():
+            return
+
+        async def done(reason: str | None) -> None:
+            if reason is not None:
+                await self._decide_selected("reject", reason)
+
+        self.push_screen(ReasonScreen(f"reject {len(self.selected)} selected requests"), done)
+
+    async def action_toggle_history(self) -> None:
+        """Switch between the pending queue and the decided requests."""
+        self.history = not self.history
+        await self._reload()
+
+    def action_help(self) -> None:
+        """Show every key."""
+        self.push_screen(HelpScreen())
+
+    def action_cursor_down(self) -> None:
+        """Highlight the next request."""
+        self.query_one("#requests", OptionList).action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        """Highlight the previous request."""
+        self.query_one("#requests", OptionList).action_cursor_up()
