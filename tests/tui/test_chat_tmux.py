@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,46 +17,7 @@ pytest.importorskip("pydantic_ai", reason="signoff chat needs the pydantic-ai ex
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
-# Until `chat` is registered in signoff.cli.app, register it here the way app.py would.
-_LAUNCH = (
-    "from signoff.cli import chat, main\n"
-    "from signoff.cli.app import app\n"
-    "if not any(c.callback is chat.chat for c in app.registered_commands):\n"
-    "    chat.register(app)\n"
-    "main()\n"
-)
-
-
-class Tmux:
-    """One tmux server on its own socket, running one window."""
-
-    def __init__(self, socket: str, session: str) -> None:
-        self.socket = socket
-        self.session = session
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True
-        )
-        return done.stdout
-
-    def screen(self) -> str:
-        """The visible screen, whitespace squeezed so wrapped lines read as one."""
-        return re.sub(r"\s+", " ", self.tmux("capture-pane", "-p", "-t", self.session))
-
-    def wait_for(self, text: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
-            time.sleep(0.2)
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", self.session, "-l", text)
-        self.tmux("send-keys", "-t", self.session, "Enter")
+from tests.tui.tmux import Tmux  # noqa: E402
 
 
 @pytest.fixture
@@ -76,7 +35,7 @@ def chat_in_tmux(tmp_path: Path) -> Iterator[tuple[Tmux, Path]]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "TERM": "xterm-256color",
     }
-    command = [sys.executable, "-c", _LAUNCH, "chat", "--db", db]
+    command = [sys.executable, "-m", "signoff", "chat", "--db", db]
     tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "chat")
     subprocess.run(
         ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "chat",
