@@ -114,7 +114,8 @@ class Task(_Model):
     prompt: str
     """What the agent was asked."""
     messages: str = "[]"
-    """The agent's message history as pydantic-ai's JSON (opaque to signoff)."""
+    """The agent's serialized state, opaque to signoff: pydantic-ai's message JSON, or the
+    OpenAI Agents SDK's RunState JSON."""
     pending: tuple[PendingCall, ...] = ()
     """The calls a paused task waits on."""
     history: tuple[HistoryItem, ...] = ()

@@ -217,7 +217,7 @@ async def _outcome(
             f"({problem}); it was not run."
         ), None
     meta["note"] = (
-        "Note from signoff: a person edited the arguments before approving. The call ran "
+        "Note: a person edited the arguments before approving. The call ran "
         f"with {_json(approved)} instead of {_json(original)}."
     )
     return ToolApproved(override_args=approved), {META_KEY: meta}
@@ -448,9 +448,7 @@ class SignoffGate(AbstractCapability[Any]):
         await self.backend.claim(request.id, approved)
         result = await self._execute(request.id, validated, handler)
         if approved != call.args_as_dict():
-            note = (
-                f"Note from signoff: a person edited the arguments; it ran with {_json(approved)}."
-            )
+            note = f"Note: a person edited the arguments; it ran with {_json(approved)}."
             text = result if isinstance(result, str) else _json(to_jsonable_python(result))
             return f"{text}\n\n{note}"
         return result

@@ -284,7 +284,7 @@ class TaskRunner:
     ) -> Task:
         """Decide one of a paused task's requests and return the task's next state."""
         task = await self.service.store.find_task(request_id)
-        if task is None or not self._may_see(task, principal):
+        if task is None or task.agent not in self.agents or not self._may_see(task, principal):
             raise TaskNotFound(request_id)
         request = await self.service.get(request_id)
         allowed = principal.name == task.user or principal.role == "admin"
