@@ -1,0 +1,680 @@
+"""LangGraph bridge: answer paused graphs through signoff, and a durable index of them.
+
+:class:`LangGraphBridge` files one signoff request per interrupt of a paused thread (one
+per tool call for LangChain's ``HumanInTheLoopMiddleware``, in either interrupt mode) and,
+once people decided them, resumes the thread with ``Command(resume={interrupt_id: value})``.
+Every id is checked against the checkpoint's live interrupts first: LangGraph takes a map
+with a stale id as the resume *value* when one interrupt is pending. A batched interrupt
+always gets exactly one decision per action request, in order; an edit can never switch
+tools. The index is one :class:`~signoff.domain.tasks.Task` per waiting thread
+(``agent="langgraph"``), so a restarted process finds them with
+:meth:`LangGraphBridge.waiting`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import JsonValue
+
+try:
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.pregel import Pregel
+    from langgraph.types import Command, Interrupt, StateSnapshot
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "signoff.integrations.langgraph needs LangGraph: pip install 'signoff[langgraph]'"
+    ) from exc
+
+from signoff.backends import Backend, as_backend
+from signoff.domain.clock import Clock, system_clock
+from signoff.domain.decisions import Answer, Approve, Choose, Reject, Respond
+from signoff.domain.principals import Principal
+from signoff.domain.requests import (
+    ApprovalRequest,
+    ChoiceRequest,
+    QuestionsRequest,
+    Request,
+)
+from signoff.domain.submission import NewRequest
+from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
+from signoff.errors import InvalidDecision, InvalidRequest, InvalidTransition, TaskNotFound
+from signoff.service import Service
+from signoff.store.base import Store, VersionConflict, Write
+
+if TYPE_CHECKING:
+    from signoff.client import Client
+
+from signoff.integrations.langgraph import (
+    _ALL_MIDDLEWARE,
+    _KEY_LIMIT,
+    AGENT_NAME,
+    AskKind,
+    _last_ai,
+    _Model,
+)
+
+__all__ = [
+    "GraphAsk",
+    "LangGraphBridge",
+    "Resumed",
+    "batch_response",
+    "check_middleware_decision",
+    "middleware_decision",
+]
+
+
+def check_middleware_decision(
+    tool_name: str,
+    decision: Mapping[str, Any],
+    allowed: Sequence[str] = _ALL_MIDDLEWARE,
+) -> dict[str, JsonValue]:
+    """``decision`` as HumanInTheLoopMiddleware takes it, checked for the call ``tool_name``.
+
+    Refuses (``InvalidDecision``) a type the tool does not allow, a malformed decision, and
+    an edit that names another tool: batched mode would run that other tool.
+    """
+    kind = decision.get("type")
+    if kind not in allowed:
+        raise InvalidDecision(f"{kind!r} is not allowed for {tool_name}; allowed: {list(allowed)}")
+    if kind == "approve":
+        return {"type": "approve"}
+    if kind == "edit":
+        action = decision.get("edited_action")
+        if not isinstance(action, Mapping) or not isinstance(action.get("args"), Mapping):
+            raise InvalidDecision("an edit needs edited_action with name and args")
+        if action.get("name") != tool_name:
+            raise InvalidDecision(
+                f"an edit may change the arguments of {tool_name}, not switch to "
+                f"{action.get('name')!r}"
+            )
+        return {"type": "edit", "edited_action": {"name": tool_name, "args": dict(action["args"])}}
+    message = decision.get("message")
+    if kind == "respond":
+        if not isinstance(message, str) or not message:
+            raise InvalidDecision("respond needs a message")
+        return {"type": "respond", "message": message}
+    if message is not None and not isinstance(message, str):
+        raise InvalidDecision("a reject message is text")
+    return {"type": "reject", "message": message} if message else {"type": "reject"}
+
+
+def middleware_decision(
+    request: ApprovalRequest, allowed: Sequence[str] = _ALL_MIDDLEWARE
+) -> dict[str, JsonValue]:
+    """The middleware decision a settled approval request stands for.
+
+    approved -> approve, or edit when a person changed the arguments; reject -> reject with
+    the reason; respond -> respond; expired or canceled -> reject saying so.
+    """
+    record = request.decision
+    if request.status in ("approved", "executing", "completed", "failed"):
+        args = request.approved_args if request.approved_args is not None else request.tool_args
+        edited = args != request.tool_args or "approve" not in allowed
+        if edited:
+            action = {"name": request.tool_name, "args": args}
+            return check_middleware_decision(
+                request.tool_name, {"type": "edit", "edited_action": action}, allowed
+            )
+        return check_middleware_decision(request.tool_name, {"type": "approve"}, allowed)
+    if request.status == "pending":
+        raise InvalidTransition(f"request {request.id} is still pending", status="pending")
+    decision = record.decision if record is not None else None
+    if isinstance(decision, Respond):
+        body: dict[str, Any] = {"type": "respond", "message": decision.feedback}
+    elif isinstance(decision, Reject) and decision.reason.strip():
+        body = {"type": "reject", "message": decision.reason}
+    elif request.status in ("expired", "canceled"):
+        body = {"type": "reject", "message": f"No decision: the request {request.status}."}
+    else:
+        body = {"type": "reject"}
+    return check_middleware_decision(request.tool_name, body, allowed)
+
+
+def batch_response(
+    action_requests: Sequence[Mapping[str, Any]],
+    decisions: Sequence[Mapping[str, Any]],
+    review_configs: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, JsonValue]:
+    """``{"decisions": [...]}`` for a batched interrupt: exactly one per action, in order.
+
+    A wrong count, a disallowed type or a tool switch would be saved by LangGraph and
+    poison the thread, so each is refused here (``InvalidDecision``) and nothing is sent.
+    """
+    if len(decisions) != len(action_requests):
+        raise InvalidDecision(
+            f"a batched interrupt needs {len(action_requests)} decisions, got {len(decisions)}"
+        )
+    allowed_by_name = {
+        str(c.get("action_name")): tuple(c.get("allowed_decisions") or ()) for c in review_configs
+    }
+    out: list[JsonValue] = []
+    for action, decision in zip(action_requests, decisions, strict=True):
+        name = str(action.get("name"))
+        allowed = allowed_by_name.get(name) or _ALL_MIDDLEWARE
+        out.append(check_middleware_decision(name, decision, allowed))
+    return {"decisions": out}
+
+
+# -- outside the graph: the bridge --------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphAsk:
+    """One thing a paused thread asks a person: an interrupt, or one call of a batched one."""
+
+    interrupt_id: str
+    """The LangGraph interrupt it belongs to."""
+    kind: AskKind
+    """``tool_call`` (HumanInTheLoopMiddleware), ``questions`` or ``choice`` (ask_human)."""
+    position: int
+    """Its index in a batched interrupt's action requests (0 otherwise)."""
+    tool_call_id: str
+    """The model's call id; for a call it cannot be paired with, or an ask, a derived id."""
+    tool_name: str
+    """The tool, or ``ask_human``."""
+    args: dict[str, JsonValue]
+    """The call's arguments, or the ask's interrupt value."""
+    allowed: tuple[str, ...]
+    """The decisions the graph accepts, in LangGraph's words."""
+    new_request: NewRequest
+    """What is filed with signoff for it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resumed:
+    """What a resume did: the thread's output and where its Task record now stands."""
+
+    task: Task
+    """The index record: Paused again (on new interrupts), Completed or Failed."""
+    output: Any
+    """What the graph returned."""
+    interrupts: tuple[Interrupt, ...]
+    """Interrupts the thread stopped on again, if any (already filed)."""
+
+
+class _Filed(_Model):
+    """The bridge's own index of one Task: which requests answer which interrupt."""
+
+    interrupt_id: str
+    kind: Literal["tool_approval", "batched", "questions", "choice"]
+    request_ids: tuple[str, ...]
+    allowed: tuple[tuple[str, ...], ...]
+
+
+class LangGraphBridge:
+    """Routes a compiled graph's interrupts through signoff, durably, one thread at a time.
+
+    ``graph`` needs a checkpointer that survives restarts (e.g. ``AsyncSqliteSaver``);
+    ``backend`` is a :class:`~signoff.client.AsyncClient`, a blocking ``Client``, another
+    backend, or a :class:`~signoff.service.Service` acting as ``principal``; ``store`` holds
+    the Task index (the same database the service uses, or any other signoff store).
+    Interrupts that are neither middleware reviews nor :func:`ask_human` are left alone.
+    """
+
+    def __init__(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        backend: Backend | Service | Client,
+        store: Store,
+        *,
+        principal: Principal | None = None,
+        user: str | None = None,
+        expires_in: float | None = None,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.graph = graph
+        self.backend = as_backend(backend, principal)
+        self.store = store
+        self.user = user or (principal.name if principal else "agent:langgraph")
+        self.expires_in = expires_in
+        self.clock = clock
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def waiting(self) -> list[Task]:
+        """Every thread paused on signoff requests, from the store (survives restarts)."""
+        tasks = await self.store.list_tasks(status="Paused", limit=10_000)
+        return [t for t in tasks if t.agent == AGENT_NAME]
+
+    async def task(self, thread_id: str) -> Task | None:
+        """The newest index record of this thread, whatever its status."""
+        found = [
+            t
+            for t in await self.store.list_tasks(limit=10_000)
+            if t.agent == AGENT_NAME and t.session_id == thread_id
+        ]
+        return found[0] if found else None
+
+    async def pending(self, thread_id: str) -> list[GraphAsk]:
+        """What the thread's live interrupts ask, one entry per request to file."""
+        state = await self._state(thread_id)
+        asks: list[GraphAsk] = []
+        for item in state.interrupts:
+            asks += self._asks(thread_id, item, state)
+        return asks
+
+    # -- filing and resuming ---------------------------------------------------------------
+
+    async def run(self, graph_input: Any, thread_id: str) -> Resumed:
+        """Start (or continue) the thread with ``graph_input``; file what it stops on."""
+        old = await self.task(thread_id)
+        if old is not None and old.status in ("Paused", "Running"):
+            raise InvalidTransition(
+                f"thread {thread_id!r} waits on signoff requests; resume it", status=old.status
+            )
+        output = await self._invoke(graph_input, thread_id)
+        return await self._settled(thread_id, None, output)
+
+    async def file(self, thread_id: str) -> Task | None:
+        """File one request per live interrupt (per call for batched reviews); index them.
+
+        Idempotent: filing again returns the same requests and record. None when the thread
+        waits on nothing the bridge understands.
+        """
+        old = await self.task(thread_id)
+        if old is not None and old.status == "Running":
+            raise InvalidTransition(f"thread {thread_id!r} is being resumed", status="Running")
+        return await self._file(thread_id, old)
+
+    async def _file(self, thread_id: str, old: Task | None) -> Task | None:
+        state = await self._state(thread_id)
+        filed: list[_Filed] = []
+        pending: list[PendingCall] = []
+        for item in state.interrupts:
+            asks = self._asks(thread_id, item, state)
+            if not asks:
+                continue
+            ids: list[str] = []
+            for ask in asks:
+                submitted = await self.backend.submit(ask.new_request)
+                ids.append(submitted.request.id)
+                pending.append(
+                    PendingCall(
+                        tool_call_id=ask.tool_call_id, tool_name=ask.tool_name,
+                        args=ask.args, request_id=submitted.request.id,
+                    )
+                )  # fmt: skip
+            kind: Literal["tool_approval", "batched", "questions", "choice"]
+            if _is_batched(item.value):
+                kind = "batched"
+            elif asks[0].kind == "tool_call":
+                kind = "tool_approval"
+            else:
+                kind = asks[0].kind
+            filed.append(
+                _Filed(
+                    interrupt_id=item.id,
+                    kind=kind,
+                    request_ids=tuple(ids),
+                    allowed=tuple(a.allowed for a in asks),
+                )
+            )
+        if not filed:
+            return None
+        index = json.dumps([f.model_dump(mode="json") for f in filed])
+        if old is not None and old.status == "Paused" and old.messages == index:
+            return old
+        now = self.clock()
+        if old is None or old.status not in ("Paused", "Running"):
+            task = Task(
+                id=new_task_id(), agent=AGENT_NAME, session_id=thread_id, user=self.user,
+                status="Paused", created_at=now, updated_at=now,
+                prompt=f"LangGraph thread {thread_id}", messages=index, pending=tuple(pending),
+            )  # fmt: skip
+        else:  # after our own resume, or the thread moved on outside the bridge
+            task = old.model_copy(
+                update={"status": "Paused", "messages": index, "pending": tuple(pending),
+                        "version": old.version + 1, "updated_at": now}
+            )  # fmt: skip
+        await self.store.commit(Write(at=now, task=task))
+        return task
+
+    async def resume(self, thread_id: str, *, wait: float = 0.0) -> Resumed | None:
+        """Resume the thread once every filed request is decided; None while some wait.
+
+        ``wait`` is how many seconds to wait for the decisions. The ids are checked against
+        the checkpoint's live interrupts first (a stale one is ``InvalidRequest``), the
+        decisions are turned into the graph's resume values (``InvalidDecision`` for one it
+        cannot take), and only one resumer of a pause wins (``InvalidTransition``).
+        """
+        task = await self.task(thread_id)
+        if task is None or task.status != "Paused":
+            task = await self.file(thread_id)
+        if task is None:
+            raise TaskNotFound(f"thread {thread_id!r} (it waits on no signoff request)")
+        filed = [_Filed.model_validate(f) for f in json.loads(task.messages)]
+        decided = await self._decided(task, wait)
+        if decided is None:
+            return None
+        state = await self._state(thread_id)
+        live = {i.id: i for i in state.interrupts}
+        stale = [f.interrupt_id for f in filed if f.interrupt_id not in live]
+        if stale:
+            raise InvalidRequest(
+                f"interrupt {stale[0]} of thread {thread_id!r} is no longer pending; "
+                "file the thread again"
+            )
+        resume = {f.interrupt_id: self._value(f, live[f.interrupt_id], decided) for f in filed}
+        running = task.model_copy(
+            update={
+                "status": "Running", "version": task.version + 1, "updated_at": self.clock(),
+                "history": (*task.history, *(_history(r, self.clock()) for r in decided.values())),
+            }
+        )  # fmt: skip
+        try:
+            await self.store.commit(Write(at=running.updated_at, task=running))
+        except VersionConflict:
+            raise InvalidTransition(f"thread {thread_id!r} is being resumed elsewhere") from None
+        try:
+            await self._claim(decided)
+            output = await self._invoke(Command(resume=resume), thread_id)
+        except Exception as exc:
+            await self._failed(running, exc)
+            raise
+        await self._report(thread_id, decided)
+        return await self._settled(thread_id, running, output)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _config(self, thread_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id}}
+
+    async def _state(self, thread_id: str) -> StateSnapshot:
+        try:
+            return await self.graph.aget_state(self._config(thread_id))
+        except NotImplementedError:  # a sync-only checkpointer such as SqliteSaver
+            return await asyncio.to_thread(self.graph.get_state, self._config(thread_id))
+
+    async def _invoke(self, graph_input: Any, thread_id: str) -> Any:
+        try:
+            return await self.graph.ainvoke(graph_input, self._config(thread_id))
+        except NotImplementedError:  # a sync-only checkpointer such as SqliteSaver
+            return await asyncio.to_thread(self.graph.invoke, graph_input, self._config(thread_id))
+
+    def _asks(self, thread_id: str, item: Interrupt, state: StateSnapshot) -> list[GraphAsk]:
+        value = item.value
+        if not isinstance(value, Mapping):
+            return []
+        base: dict[str, Any] = {"session_id": thread_id, "expires_in": self.expires_in}
+        if value.get("type") == "tool_approval":
+            allowed = _allowed_from_schema(item.response_schema)
+            call = str(value.get("tool_call_id"))
+            return [self._tool_ask(item.id, 0, call, value, allowed, base)]
+        if _is_batched(value):
+            configs = {
+                str(c.get("action_name")): tuple(c.get("allowed_decisions") or _ALL_MIDDLEWARE)
+                for c in value.get("review_configs") or ()
+            }
+            actions = list(value["action_requests"])
+            call_ids = _pair_calls(actions, state)
+            return [
+                self._tool_ask(
+                    item.id, n, call_ids[n] or _derived_id(item.id, n), action,
+                    configs.get(str(action.get("name")), _ALL_MIDDLEWARE), base,
+                )
+                for n, action in enumerate(actions)
+            ]  # fmt: skip
+        key = {"idempotency_key": _key(f"langgraph:{thread_id}:{item.id}")}
+        if value.get("type") == "questions":
+            allowed = tuple(str(a) for a in value.get("allowed_decisions") or ())
+            signoff_allowed = [{"edit": "answer"}.get(a, a) for a in allowed]
+            new = NewRequest.model_validate(
+                {**base, **key, "kind": "questions", "prompt": value.get("prompt"),
+                 "questions": value.get("questions"), "context": value.get("context"),
+                 "allowed_decisions": signoff_allowed or None}
+            )  # fmt: skip
+            return [self._ask_ask(item, "questions", allowed, new)]
+        if value.get("type") == "choice":
+            new = NewRequest.model_validate(
+                {**base, **key, "kind": "choice", "prompt": value.get("prompt"),
+                 "options": value.get("options"), "multi_select": value.get("multi_select"),
+                 "allow_other": value.get("allow_other"), "context": value.get("context")}
+            )  # fmt: skip
+            return [self._ask_ask(item, "choice", ("choose", "reject"), new)]
+        return []
+
+    def _tool_ask(
+        self,
+        interrupt_id: str,
+        position: int,
+        tool_call_id: str,
+        action: Mapping[str, Any],
+        allowed: Sequence[str],
+        base: Mapping[str, Any],
+    ) -> GraphAsk:
+        name = str(action.get("name"))
+        args = dict(action.get("args") or {})
+        signoff_allowed = list(
+            dict.fromkeys({"edit": "approve"}.get(a, a) for a in allowed if a in _ALL_MIDDLEWARE)
+        )
+        new = NewRequest.model_validate(
+            {**base, "kind": "approval", "tool_name": name, "tool_args": args,
+             "tool_call_id": _key(tool_call_id), "allowed_decisions": signoff_allowed or None,
+             "context": action.get("description")}
+        )  # fmt: skip
+        return GraphAsk(
+            interrupt_id=interrupt_id, kind="tool_call", position=position,
+            tool_call_id=tool_call_id, tool_name=name, args=args, allowed=tuple(allowed),
+            new_request=new,
+        )  # fmt: skip
+
+    def _ask_ask(
+        self, item: Interrupt, kind: AskKind, allowed: tuple[str, ...], new: NewRequest
+    ) -> GraphAsk:
+        return GraphAsk(
+            interrupt_id=item.id, kind=kind, position=0, tool_call_id=item.id,
+            tool_name="ask_human", args=dict(item.value), allowed=allowed, new_request=new,
+        )  # fmt: skip
+
+    async def _decided(self, task: Task, wait: float) -> dict[str, Request] | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        decided: dict[str, Request] = {}
+        for rid in task.request_ids:
+            left = deadline - loop.time()
+            if left > 0:
+                request = await self.backend.wait(rid, left)
+            else:
+                request = await self.backend.get(rid)
+            if request.status == "pending":
+                return None
+            decided[rid] = request
+        return decided
+
+    def _value(self, filed: _Filed, live: Interrupt, decided: Mapping[str, Request]) -> Any:
+        requests = [decided[rid] for rid in filed.request_ids]
+        if filed.kind == "batched":
+            actions = list(live.value.get("action_requests") or ())
+            if len(actions) != len(requests):
+                raise InvalidRequest(
+                    f"interrupt {filed.interrupt_id} asks about {len(actions)} calls but "
+                    f"{len(requests)} were filed; file the thread again"
+                )
+            decisions = [
+                middleware_decision(_approval(r), allowed)
+                for r, allowed in zip(requests, filed.allowed, strict=True)
+            ]
+            return batch_response(actions, decisions, live.value.get("review_configs") or ())
+        (request,) = requests
+        if filed.kind == "tool_approval":
+            return middleware_decision(_approval(request), filed.allowed[0])
+        if filed.kind == "questions":
+            return _questions_value(request)
+        return _choice_value(request)
+
+    async def _claim(self, decided: Mapping[str, Request]) -> None:
+        """Claim approved calls before they run, so no other resumer runs them too."""
+        for rid, request in decided.items():
+            if isinstance(request, ApprovalRequest) and request.status == "approved":
+                args = (
+                    request.approved_args
+                    if request.approved_args is not None
+                    else request.tool_args
+                )
+                await self.backend.claim(rid, args)
+            elif isinstance(request, ApprovalRequest) and request.status == "executing":
+                raise InvalidTransition(
+                    f"the call of request {rid} was claimed already; whether it ran is unknown, "
+                    "so it is not run again",
+                    status="executing",
+                )
+
+    async def _report(self, thread_id: str, decided: Mapping[str, Request]) -> None:
+        """Record each claimed call's result, read from its ToolMessage in the thread."""
+        claimed = [r for r in decided.values() if isinstance(r, ApprovalRequest)]
+        claimed = [r for r in claimed if r.status == "approved"]
+        if not claimed:
+            return
+        state = await self._state(thread_id)
+        values = state.values if isinstance(state.values, Mapping) else {}
+        results = {
+            m.tool_call_id: m for m in values.get("messages", ()) if isinstance(m, ToolMessage)
+        }
+        for request in claimed:
+            message = results.get(request.tool_call_id or "")
+            if message is None:
+                await self.backend.fail(request.id, "the graph reported no result for this call")
+            elif message.status == "error":
+                await self.backend.fail(request.id, str(message.content)[:20_000])
+            else:
+                await self.backend.complete(request.id, str(message.content)[:20_000])
+
+    async def _settled(self, thread_id: str, task: Task | None, output: Any) -> Resumed:
+        """After a run: Paused on what it stopped on, or Completed."""
+        state = await self._state(thread_id)
+        if state.interrupts:
+            paused = await self._file(thread_id, task)
+            if paused is not None:
+                return Resumed(task=paused, output=output, interrupts=state.interrupts)
+        now = self.clock()
+        if task is None:
+            task = Task(
+                id=new_task_id(), agent=AGENT_NAME, session_id=thread_id, user=self.user,
+                status="Completed", created_at=now, updated_at=now,
+                prompt=f"LangGraph thread {thread_id}",
+            )  # fmt: skip
+        else:
+            task = task.model_copy(
+                update={"status": "Completed", "pending": (), "version": task.version + 1,
+                        "updated_at": now}
+            )  # fmt: skip
+        await self.store.commit(Write(at=now, task=task))
+        return Resumed(task=task, output=output, interrupts=state.interrupts)
+
+    async def _failed(self, running: Task, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        item = HistoryItem(kind="error", at=self.clock(), text=text)
+        failed = running.model_copy(
+            update={"status": "Failed", "error": text, "version": running.version + 1,
+                    "updated_at": item.at, "history": (*running.history, item)}
+        )  # fmt: skip
+        await self.store.commit(Write(at=item.at, task=failed))
+
+
+def _is_batched(value: Any) -> bool:
+    return isinstance(value, Mapping) and isinstance(value.get("action_requests"), list)
+
+
+def _allowed_from_schema(schema: Any) -> tuple[str, ...]:
+    """The decision types a per-call interrupt's response_schema accepts."""
+    if not isinstance(schema, Mapping):
+        return _ALL_MIDDLEWARE
+    mapping = (schema.get("discriminator") or {}).get("mapping")
+    if isinstance(mapping, Mapping):
+        return tuple(str(k) for k in mapping)
+    const = ((schema.get("properties") or {}).get("type") or {}).get("const")
+    return (str(const),) if const else _ALL_MIDDLEWARE
+
+
+def _pair_calls(actions: Sequence[Mapping[str, Any]], state: StateSnapshot) -> list[str | None]:
+    """Each batched action's tool_call_id: the last AIMessage's calls, in order, by name."""
+    values = state.values if isinstance(state.values, Mapping) else {}
+    last = _last_ai(values.get("messages", ()))
+    calls = list(last.tool_calls) if last is not None else []
+    out: list[str | None] = []
+    at = 0
+    for action in actions:
+        while at < len(calls) and calls[at]["name"] != action.get("name"):
+            at += 1
+        out.append(calls[at]["id"] if at < len(calls) else None)
+        at += 1
+    return out
+
+
+def _derived_id(interrupt_id: str, position: int) -> str:
+    return f"{interrupt_id}:{position}"
+
+
+def _key(text: str) -> str:
+    if len(text) <= _KEY_LIMIT:
+        return text
+    return "langgraph:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _approval(request: Request) -> ApprovalRequest:
+    if not isinstance(request, ApprovalRequest):
+        raise InvalidRequest(f"request {request.id} is a {request.kind} request, not an approval")
+    return request
+
+
+def _questions_value(request: Request) -> dict[str, JsonValue]:
+    """The ask_human questions resume value a settled questions request stands for."""
+    if not isinstance(request, QuestionsRequest):
+        raise InvalidRequest(f"request {request.id} is not a questions request")
+    decision = request.decision.decision if request.decision is not None else None
+    if request.status == "approved" and isinstance(decision, Answer):
+        return {"type": "edit", "feedback": decision.feedback, "answers": dict(decision.answers)}
+    if request.status == "approved" and isinstance(decision, Approve):
+        return {"type": "approve"}
+    reason = decision.reason if isinstance(decision, Reject) else ""
+    return {"type": "reject", "reason": reason or f"No decision: the request {request.status}."}
+
+
+def _choice_value(request: Request) -> dict[str, JsonValue]:
+    """The ask_human choice resume value a settled choice request stands for."""
+    if not isinstance(request, ChoiceRequest):
+        raise InvalidRequest(f"request {request.id} is not a choice request")
+    record = request.decision
+    if request.status == "approved" and record is not None:
+        extra = (record.extra or {}).get("choices")
+        if isinstance(extra, list):
+            return {"type": "choose", "choices": [str(c) for c in extra]}
+        chose = record.decision
+        if isinstance(chose, Choose):
+            chosen = chose.choices or ((chose.choice,) if chose.choice else ())
+            return {"type": "choose", "choices": list(chosen)}
+    decision = record.decision if record is not None else None
+    reason = decision.reason if isinstance(decision, Reject) else ""
+    return {"type": "reject", "reason": reason or f"No decision: the request {request.status}."}
+
+
+def _history(request: Request, at: datetime) -> HistoryItem:
+    """The decision on one request, for people reading the Task."""
+    record = request.decision
+    by = record.decided_by if record is not None else None
+    tool = request.tool_name if isinstance(request, ApprovalRequest) else None
+    call = request.tool_call_id if isinstance(request, ApprovalRequest) else None
+    base: dict[str, Any] = {
+        "at": record.decided_at if record is not None else at, "by": by, "tool_name": tool,
+        "tool_call_id": call, "request_id": request.id,
+    }  # fmt: skip
+    if request.status == "approved":
+        if isinstance(request, ApprovalRequest) and request.approved_args not in (
+            None,
+            request.tool_args,
+        ):
+            return HistoryItem(
+                kind="edit", args=request.approved_args, text="approved with edits", **base
+            )
+        return HistoryItem(kind="approval", text="approved", **base)
+    decision = record.decision if record is not None else None
+    text = getattr(decision, "reason", "") or getattr(decision, "feedback", "") or request.status
+    return HistoryItem(kind="rejection", text=text, **base)
