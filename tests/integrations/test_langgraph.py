@@ -148,6 +148,9 @@ async def test_parallel_calls_mixed_decisions_while_the_run_waits(sides: Sides, 
     statuses = {c: (await sides.agent.get(r)).status for c, r in ids.items()}
     assert statuses == {"c1": "completed", "c3": "rejected", "c4": "completed"}
     assert [h.kind for h in resumed.task.history] == ["approval", "rejection", "edit"]
+    seen = " ".join(str(m.content) for m in resumed.output["messages"])
+    for word in ("req_", "signoff", "approved_args", "tool_call_id"):
+        assert word not in seen, f"the model's history holds {word!r}"  # no protocol content
 
 
 async def test_restart_between_pause_and_resume(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ over HTTP."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -150,6 +151,9 @@ async def test_parallel_calls_with_mixed_decisions(sides: Sides) -> None:
     }
     tasks = await sides.service.store.list_tasks(status="Completed")
     assert [(t.agent, t.output) for t in tasks] == [("openai-agents:ops", "done")]
+    seen = json.dumps(model.last_call.input if model.last_call else None, default=str)
+    for word in ("req_", "signoff", '"status": "pending"', "approved_args"):
+        assert word not in seen, f"the model was shown {word!r}"  # no protocol content
 
 
 async def test_restart_resumes_from_the_stored_run_state(sides: Sides) -> None:
