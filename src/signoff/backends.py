@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast
 
 from pydantic import JsonValue
 
-from signoff.bus.follower import EventLogFollower
+from signoff.bus.follower import follower_for
 from signoff.domain.audit import AuditEntry, ChainReport
 from signoff.domain.decisions import Decision
 from signoff.domain.events import Event
@@ -193,7 +193,7 @@ class LocalBackend:
         self, *, since: int | None = None, session_id: str | None = None
     ) -> AsyncIterator[Event]:
         """Events after ``since`` from the log, then live ones from any process."""
-        follower = EventLogFollower(self.service.store, self.service.bus)
+        follower = follower_for(self.service.store, self.service.bus)
         await follower.start()
         try:
             async for event in follow_events(

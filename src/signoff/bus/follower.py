@@ -13,7 +13,7 @@ import contextlib
 from signoff.bus.local import EventBus
 from signoff.store.base import Store
 
-__all__ = ["EventLogFollower"]
+__all__ = ["EventLogFollower", "follower_for"]
 
 
 class EventLogFollower:
@@ -55,3 +55,13 @@ class EventLogFollower:
         while True:
             await self.poll_once()
             await asyncio.sleep(self._interval)
+
+
+def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
+    """The follower that suits ``store``: LISTEN/NOTIFY on PostgreSQL, tailing elsewhere."""
+    dsn = getattr(store, "dsn", None)
+    if isinstance(dsn, str) and dsn.startswith(("postgresql:", "postgres:")):
+        from signoff.bus.postgres import PostgresEventFollower
+
+        return PostgresEventFollower(dsn, store, bus)
+    return EventLogFollower(store, bus)

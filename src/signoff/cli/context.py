@@ -17,7 +17,7 @@ import typer
 from pydantic import JsonValue
 from rich.console import Console
 
-from signoff.bus.follower import EventLogFollower
+from signoff.bus.follower import follower_for
 from signoff.config import default_db_url, local_user, open_store
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
@@ -84,7 +84,7 @@ async def open_service(
     """
     service = Service(open_store(db or default_db_url()), policy=Policy.load())
     await service.open()
-    follower = EventLogFollower(service.store, service.bus) if follow else None
+    follower = follower_for(service.store, service.bus) if follow else None
     try:
         await service.expire_due()
         if follower is not None:

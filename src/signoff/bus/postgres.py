@@ -1,0 +1,101 @@
+"""Events across servers sharing one PostgreSQL: LISTEN/NOTIFY as the wake-up, the log as truth.
+
+Every write that appends events also runs ``pg_notify('signoff_events', <seq>)`` in its
+transaction, so each listening process is woken when it commits. The notification carries
+only the seq: whatever the payload size, the follower reads the events themselves from the
+stored event log after the last seq it has seen, and publishes the ones this process did
+not write on its local bus. A lost connection is noticed, re-established with backoff, and
+followed by a catch-up from the log, so nothing is missed; a slow poll covers the rare
+notification that never arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from signoff.bus.follower import EventLogFollower
+from signoff.bus.local import EventBus
+from signoff.store.base import Store
+
+try:
+    import asyncpg
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "the PostgreSQL event bus needs asyncpg: pip install 'signoff[postgres]'"
+    ) from exc
+
+__all__ = ["CHANNEL", "PostgresEventFollower"]
+
+CHANNEL = "signoff_events"
+"""The NOTIFY channel every commit with events signals on."""
+
+logger = logging.getLogger("signoff.bus.postgres")
+
+
+class PostgresEventFollower(EventLogFollower):
+    """Publishes other servers' events here, woken by NOTIFY, caught up from the event log."""
+
+    def __init__(
+        self,
+        dsn: str,
+        store: Store,
+        bus: EventBus,
+        *,
+        poll: float = 2.0,
+        max_backoff: float = 5.0,
+    ) -> None:
+        super().__init__(store, bus, interval=poll)
+        self._dsn = dsn
+        self._max_backoff = max_backoff
+        self._wake = asyncio.Event()
+        self._connection: Any = None
+        self._connected_once = False
+        self.reconnects = 0
+        """How many times the listening connection was re-established (for tests, metrics)."""
+
+    def _notified(self, *_: object) -> None:
+        self._wake.set()
+
+    async def _listen(self) -> None:
+        connection = await asyncpg.connect(self._dsn)
+        if self._connected_once:
+            self.reconnects += 1
+        self._connected_once = True
+        await connection.add_listener(CHANNEL, self._notified)
+        connection.add_termination_listener(lambda *_: self._wake.set())
+        self._connection = connection
+
+    async def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None and not connection.is_closed():
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def stop(self) -> None:
+        """Stop following and close the listening connection."""
+        await super().stop()
+        await self._close()
+
+    async def _run(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                if self._connection is None or self._connection.is_closed():
+                    await self._close()
+                    await self._listen()
+                    backoff = 0.1
+                # after (re)connecting, and on every wake-up: read the log from our seq
+                self._wake.clear()
+                await self.poll_once()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database went away: keep trying, quietly
+                logger.warning("signoff event listener: %s; reconnecting", exc)
+                await self._close()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
