@@ -60,6 +60,14 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     db: DbOption = None,
+    webhooks: Annotated[
+        bool,
+        typer.Option(
+            "--webhooks/--no-webhooks",
+            help="Send webhook deliveries from this server (with several servers on one "
+            "database, leave it on for exactly one).",
+        ),
+    ] = True,
     agent: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,7 +93,7 @@ def serve(
     async def go() -> None:
         async with open_service(db, follow=True) as service:
             token = await ensure_admin_token(service)
-            app = create_app(service, agents=agents, public_url=base)
+            app = create_app(service, agents=agents, public_url=base, webhooks=webhooks)
             # events are small JSON sent to many sockets at once: compressing each copy for
             # each socket costs more CPU than it saves bytes
             config = uvicorn.Config(

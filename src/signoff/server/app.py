@@ -319,6 +319,7 @@ def create_app(
     *,
     max_body: int = 1_048_576,
     sweep: bool = True,
+    webhooks: bool = True,
     heartbeat: float = 15.0,
     public_url: str | None = None,
     agents: Mapping[str, Any] | None = None,
@@ -337,10 +338,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        dispatcher = WebhookDispatcher(service, base_url=public_url)
+        # with several servers on one database, exactly one should send webhooks
+        dispatcher = WebhookDispatcher(service, base_url=public_url) if webhooks else None
         if sweep:
             service.start_sweeper()
-        await dispatcher.start()
+        if dispatcher is not None:
+            await dispatcher.start()
         if runner is not None:
             await runner.start()
         try:
@@ -348,7 +351,8 @@ def create_app(
         finally:
             if runner is not None:
                 await runner.stop()
-            await dispatcher.stop()
+            if dispatcher is not None:
+                await dispatcher.stop()
             await service.stop_sweeper()
 
     app = FastAPI(
