@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,7 +17,12 @@ from signoff.store.sqlite import SQLiteStore
 from signoff.testing import FakeClock
 from tests.serving import Receiver, Server, free_port, run_receiver, start_server
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "postgres"]
+
+PG_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+"""The PostgreSQL the postgres backend's tests use; each test gets a schema of its own."""
+
+_pg_problem: list[str | None] = []  # the probe's outcome, once per session
 
 
 @pytest.fixture
@@ -34,15 +40,65 @@ def make_store(backend: str, tmp_path: Path) -> Store:
     raise AssertionError(backend)
 
 
+async def postgres_dsn() -> str:
+    """:data:`PG_DSN` if it answers; else skip, or fail when ``CI=true`` (CI must test it)."""
+    if not _pg_problem:
+        _pg_problem.append(await _probe_postgres())
+    problem = _pg_problem[0]
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return PG_DSN
+
+
+async def _probe_postgres() -> str | None:
+    try:
+        import asyncpg
+    except ImportError:
+        return "asyncpg is not installed: pip install 'signoff[postgres]'"
+    try:
+        connection = await asyncpg.connect(PG_DSN, timeout=5)
+    except Exception as exc:
+        return f"PostgreSQL at {PG_DSN} is not reachable ({exc}); set SIGNOFF_TEST_PG"
+    await connection.close()
+    return None
+
+
+def new_schema() -> str:
+    """A schema name no other test uses."""
+    return f"t_{secrets.token_hex(6)}"
+
+
+async def drop_schema(dsn: str, schema: str) -> None:
+    """Drop a test's schema and everything in it."""
+    import asyncpg
+
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+    finally:
+        await connection.close()
+
+
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    """An open store, once per backend."""
-    backend = make_store(request.param, tmp_path)
+    """An open store, once per backend (on PostgreSQL: in a fresh schema, dropped after)."""
+    schema: str | None = None
+    if request.param == "postgres":
+        from signoff.store.postgres import PostgresStore
+
+        dsn, schema = await postgres_dsn(), new_schema()
+        backend: Store = PostgresStore(dsn, schema=schema)
+    else:
+        backend = make_store(request.param, tmp_path)
     await backend.open()
     try:
         yield backend
     finally:
         await backend.close()
+        if schema is not None:
+            await drop_schema(PG_DSN, schema)
 
 
 @pytest.fixture

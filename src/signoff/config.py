@@ -36,7 +36,7 @@ def local_user() -> str:
 
 
 def open_store(url: str) -> Store:
-    """The store a database URL names (``sqlite:///path`` or ``memory://``)."""
+    """The store a database URL names (``sqlite:///path``, ``postgresql://...``, ``memory://``)."""
     if url.startswith("sqlite:"):
         from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 
@@ -46,5 +46,9 @@ def open_store(url: str) -> Store:
 
         return MemoryStore()
     if url.startswith(("postgresql:", "postgres:")):
-        raise InvalidRequest("PostgreSQL is not supported yet; use sqlite:///path")
-    raise InvalidRequest(f"unsupported database URL {url!r}; use sqlite:///path")
+        from signoff.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise InvalidRequest(
+        f"unsupported database URL {url!r}; use sqlite:///path or postgresql://host/db"
+    )

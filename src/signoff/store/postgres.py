@@ -1,0 +1,653 @@
+"""The PostgreSQL store: several signoff servers share one database.
+
+Each :class:`~signoff.store.base.Write` is one transaction on a pooled connection.
+Requests and tasks change by conditional update (``WHERE version = n - 1``), so two
+servers deciding at once get one winner and one VersionConflict. Every write that appends
+to the audit chain or the event log locks the one ``log_head`` row last, after its own
+rows, and advances it: writers on every server queue there, so audit and event seqs are
+gap-free and become visible in commit order, and the chain links in that same order.
+A write that appends events also runs ``pg_notify('signoff_events', <last seq>)`` in its
+transaction, so listeners elsewhere wake exactly when it commits.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import TypeAdapter
+
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
+from signoff.domain.events import Event
+from signoff.domain.grants import Grant
+from signoff.domain.jsoncanon import canonical_json
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.tasks import Task, TaskStatus
+from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
+from signoff.errors import SignoffError, StoreUnavailable
+from signoff.store.base import (
+    MAX_PAGE,
+    Committed,
+    DuplicateRequest,
+    Page,
+    RequestQuery,
+    VersionConflict,
+    Write,
+    decode_cursor,
+    encode_cursor,
+    to_micros,
+)
+from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
+
+try:
+    import asyncpg
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "the PostgreSQL store needs asyncpg: pip install 'signoff[postgres]'"
+    ) from exc
+
+__all__ = ["EVENTS_CHANNEL", "PostgresStore"]
+
+EVENTS_CHANNEL = "signoff_events"
+"""The NOTIFY channel a commit that appends events signals on; the payload is its last seq."""
+
+_DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# What a lost, refused or broken connection (or a database in trouble) raises.
+_FAILURES = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # e.g. BEGIN on a connection the server has just dropped
+)
+
+_REQUEST_COLUMNS = (
+    "kind, status, session_id, tool_name, tool_call_id, requested_by, idempotency_key, "
+    "created_us, expires_us, version, data"
+)
+
+
+def _where(dsn: str) -> str:
+    """The database a DSN names, for messages: host, port and name, never the password."""
+    try:
+        parts = urlsplit(dsn)
+        host = parts.hostname or "localhost"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "PostgreSQL"
+    return f"PostgreSQL at {host}{port}{parts.path}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+class PostgresStore:
+    """A :class:`~signoff.store.base.Store` in one PostgreSQL database (or one schema of it)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
+            raise ValueError(f"schema must be a lower-case identifier, not {schema!r}")
+        self.dsn = dsn
+        """The connection string; a follower LISTENs on the same database."""
+        self.schema = schema
+        """The schema the tables live in (created if missing); None: the search_path's."""
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._where = _where(dsn)
+        self._pool: Any = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect a pool and migrate the schema to the current version."""
+        if self._pool is not None:
+            return
+        settings = {"application_name": "signoff"}
+        if self.schema is not None:
+            settings["search_path"] = self.schema
+        try:
+            pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                timeout=self._connect_timeout,
+                server_settings=settings,
+            )
+        except (*_FAILURES, ValueError) as exc:
+            raise StoreUnavailable(f"cannot connect to {self._where}: {_one_line(exc)}") from None
+        try:
+            async with pool.acquire() as conn:
+                await self._migrate(conn)
+        except BaseException as exc:
+            pool.terminate()
+            if isinstance(exc, _FAILURES):
+                raise StoreUnavailable(f"cannot migrate {self._where}: {_one_line(exc)}") from None
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        """Wait for connections in use to be released, then close them all."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            try:
+                await pool.close()
+            except _FAILURES:
+                pool.terminate()
+
+    async def _migrate(self, conn: Any) -> None:
+        async with conn.transaction():
+            # Servers starting together: one migrates, the others then find it done.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext($1))", f"signoff.migrate:{self.schema or ''}"
+            )
+            if self.schema is not None:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            if await conn.fetchval("SELECT to_regclass('schema_version') IS NULL"):
+                await conn.execute(
+                    "CREATE TABLE schema_version "
+                    "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+                )
+            version = await conn.fetchval("SELECT version FROM schema_version WHERE id = 1") or 0
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"{self._where} has schema version {version}, newer than this signoff "
+                    f"understands ({SCHEMA_VERSION}); upgrade signoff"
+                )
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                await conn.execute(MIGRATIONS[number - 1])
+            if version < SCHEMA_VERSION:
+                await conn.execute(
+                    "INSERT INTO schema_version (id, version) VALUES (1, $1) "
+                    "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                    SCHEMA_VERSION,
+                )
+
+    def _open_pool(self) -> Any:
+        if self._pool is None:
+            raise StoreUnavailable("the store is not open")
+        return self._pool
+
+    async def _fetch(self, sql: str, *args: object) -> list[Any]:
+        pool = self._open_pool()
+        try:
+            return list(await pool.fetch(sql, *args))
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+
+    async def _fetchrow(self, sql: str, *args: object) -> Any:
+        pool = self._open_pool()
+        try:
+            return await pool.fetchrow(sql, *args)
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def commit(self, write: Write) -> Committed:
+        """Apply ``write`` in one transaction."""
+        pool = self._open_pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await _apply(conn, write)
+        except SignoffError:
+            raise
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
+
+    async def get_request(self, request_id: str) -> Request | None:
+        """The request, or None."""
+        row = await self._fetchrow("SELECT data FROM requests WHERE id = $1", request_id)
+        return RequestAdapter.validate_json(row[0]) if row else None
+
+    async def find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
+        """The request the same call or idempotency key created, if any."""
+        pool = self._open_pool()
+        try:
+            async with pool.acquire() as conn:
+                row = await _duplicate_row(
+                    conn, session_id, tool_call_id, requested_by, idempotency_key
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+        return RequestAdapter.validate_json(row[1]) if row else None
+
+    async def list_requests(self, query: RequestQuery) -> Page:
+        """Requests newest first, by keyset on (created_us, id)."""
+        limit = max(1, min(query.limit, MAX_PAGE))
+        where: list[str] = []
+        params: list[object] = []
+        for column, value in (
+            ("status", query.status),
+            ("session_id", query.session_id),
+            ("kind", query.kind),
+            ("requested_by", query.requested_by),
+        ):
+            if value is not None:
+                params.append(value)
+                where.append(f"{column} = ${len(params)}")
+        if query.cursor:
+            created_us, request_id = decode_cursor(query.cursor)
+            params += [created_us, request_id]
+            where.append(f"(created_us, id) < (${len(params) - 1}, ${len(params)})")
+        params.append(limit + 1)
+        sql = (
+            "SELECT created_us, id, data FROM requests"  # noqa: S608 - fixed clauses
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + f" ORDER BY created_us DESC, id DESC LIMIT ${len(params)}"
+        )
+        rows = await self._fetch(sql, *params)
+        items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
+        more = len(rows) > limit
+        cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
+        return Page(items=items, next_cursor=cursor)
+
+    async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Pending requests past their expiry, oldest expiry first."""
+        rows = await self._fetch(
+            "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
+            "AND expires_us <= $1 ORDER BY expires_us LIMIT $2",
+            to_micros(now),
+            limit,
+        )
+        return [RequestAdapter.validate_json(r[0]) for r in rows]
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """The grant, or None."""
+        row = await self._fetchrow("SELECT data FROM grants WHERE id = $1", grant_id)
+        return Grant.model_validate_json(row[0]) if row else None
+
+    async def list_grants(
+        self, *, tool_name: str | None = None, requested_by: str | None = None
+    ) -> list[Grant]:
+        """Grants, newest first."""
+        rows = await self._fetch(
+            "SELECT data FROM grants WHERE ($1::text IS NULL OR tool_name = $1) "
+            "AND ($2::text IS NULL OR requested_by = $2) ORDER BY created_us DESC, id DESC",
+            tool_name,
+            requested_by,
+        )
+        return [Grant.model_validate_json(r[0]) for r in rows]
+
+    async def find_token(self, token_hash: str) -> TokenRecord | None:
+        """The token with this hash, or None."""
+        row = await self._fetchrow("SELECT data FROM tokens WHERE token_hash = $1", token_hash)
+        return TokenRecord.model_validate_json(row[0]) if row else None
+
+    async def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+        rows = await self._fetch("SELECT data FROM tokens ORDER BY created_us, id")
+        return [TokenRecord.model_validate_json(r[0]) for r in rows]
+
+    async def list_audit(
+        self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries in chain order."""
+        rows = await self._fetch(
+            "SELECT seq, request_id, at, action, actor, from_status, to_status, details, "
+            "prev_hash, hash FROM audit WHERE seq > $1 "
+            "AND ($2::text IS NULL OR request_id = $2) ORDER BY seq LIMIT $3",
+            after_seq,
+            request_id,
+            limit,
+        )
+        return [
+            AuditEntry(
+                seq=r[0],
+                request_id=r[1],
+                at=datetime.fromisoformat(r[2]),
+                action=r[3],
+                actor=r[4],
+                from_status=r[5],
+                to_status=r[6],
+                details=_DETAILS.validate_json(r[7]),
+                prev_hash=r[8],
+                hash=r[9],
+            )
+            for r in rows
+        ]
+
+    async def audit_head(self) -> tuple[int, str] | None:
+        """The (seq, hash) kept beside the log; None while the chain is empty."""
+        row = await self._fetchrow("SELECT audit_seq, audit_hash FROM log_head WHERE id = 1")
+        if row is None or row[1] is None:
+            return None
+        return int(row[0]), str(row[1])
+
+    async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        """Events after ``after_seq``, in order."""
+        rows = await self._fetch(
+            "SELECT seq, type, at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            after_seq,
+            limit,
+        )
+        return [
+            Event(
+                seq=r[0],
+                type=r[1],
+                at=datetime.fromisoformat(r[2]),
+                request=RequestAdapter.validate_json(r[3]),
+            )
+            for r in rows
+        ]
+
+    async def last_event_seq(self) -> int:
+        """The newest committed event's seq (0 when none)."""
+        row = await self._fetchrow("SELECT event_seq FROM log_head WHERE id = 1")
+        return int(row[0]) if row else 0
+
+    async def list_webhooks(self) -> list[Webhook]:
+        """Webhook endpoints, oldest first."""
+        rows = await self._fetch("SELECT data FROM webhooks ORDER BY created_us, id")
+        return [Webhook.model_validate_json(r[0]) for r in rows]
+
+    async def get_delivery(self, delivery_id: str) -> Delivery | None:
+        """One delivery, or None."""
+        row = await self._fetchrow("SELECT data FROM deliveries WHERE id = $1", delivery_id)
+        return Delivery.model_validate_json(row[0]) if row else None
+
+    async def list_deliveries(
+        self, *, status: DeliveryStatus | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """Deliveries, newest first."""
+        rows = await self._fetch(
+            "SELECT data FROM deliveries WHERE ($1::text IS NULL OR status = $1) "
+            "ORDER BY created_us DESC, event_seq DESC, id DESC LIMIT $2",
+            status,
+            limit,
+        )
+        return [Delivery.model_validate_json(r[0]) for r in rows]
+
+    async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
+        """Pending deliveries whose next attempt is due, oldest first, in event order."""
+        rows = await self._fetch(
+            "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= $1 "
+            "ORDER BY next_attempt_us, event_seq, id LIMIT $2",
+            to_micros(now),
+            limit,
+        )
+        return [Delivery.model_validate_json(r[0]) for r in rows]
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """The task, or None."""
+        row = await self._fetchrow("SELECT data FROM tasks WHERE id = $1", task_id)
+        return Task.model_validate_json(row[0]) if row else None
+
+    async def find_task(self, request_id: str) -> Task | None:
+        """The task that filed this request, or None."""
+        row = await self._fetchrow(
+            "SELECT t.data FROM task_requests AS r JOIN tasks AS t ON t.id = r.task_id "
+            "WHERE r.request_id = $1",
+            request_id,
+        )
+        return Task.model_validate_json(row[0]) if row else None
+
+    async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
+        """Tasks, newest first by (created_us, id)."""
+        rows = await self._fetch(
+            "SELECT data FROM tasks WHERE ($1::text IS NULL OR status = $1) "
+            "ORDER BY created_us DESC, id DESC LIMIT $2",
+            status,
+            limit,
+        )
+        return [Task.model_validate_json(r[0]) for r in rows]
+
+
+async def _duplicate_row(
+    conn: Any,
+    session_id: str,
+    tool_call_id: str | None,
+    requested_by: str,
+    idempotency_key: str | None,
+) -> tuple[str, str] | None:
+    if tool_call_id is not None:
+        row = await conn.fetchrow(
+            "SELECT id, data FROM requests WHERE session_id = $1 AND tool_call_id = $2",
+            session_id,
+            tool_call_id,
+        )
+        if row:
+            return str(row[0]), str(row[1])
+    if idempotency_key is not None:
+        row = await conn.fetchrow(
+            "SELECT id, data FROM requests WHERE requested_by = $1 AND idempotency_key = $2",
+            requested_by,
+            idempotency_key,
+        )
+        if row:
+            return str(row[0]), str(row[1])
+    return None
+
+
+def _row(request: Request, data: str) -> tuple[object, ...]:
+    call = request if isinstance(request, ApprovalRequest) else None
+    return (
+        request.kind,
+        request.status,
+        request.session_id,
+        call.tool_name if call else None,
+        call.tool_call_id if call else None,
+        request.requested_by,
+        request.idempotency_key,
+        to_micros(request.created_at),
+        to_micros(request.expires_at) if request.expires_at else None,
+        request.version,
+        data,
+    )
+
+
+async def _store_task(conn: Any, task: Task) -> None:
+    """Insert a version-1 task or conditionally update it, then index its pending requests."""
+    data = task.model_dump_json()
+    created_us = to_micros(task.created_at)
+    if task.version == 1:
+        stored = await conn.fetchval(
+            "INSERT INTO tasks (id, status, version, created_us, data) "
+            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id",
+            task.id,
+            task.status,
+            task.version,
+            created_us,
+            data,
+        )
+    else:
+        stored = await conn.fetchval(
+            "UPDATE tasks SET status = $1, version = $2, created_us = $3, data = $4 "
+            "WHERE id = $5 AND version = $6 RETURNING id",
+            task.status,
+            task.version,
+            created_us,
+            data,
+            task.id,
+            task.version - 1,
+        )
+    if stored is None:
+        raise VersionConflict(task.id)
+    request_ids = list(dict.fromkeys(task.request_ids))
+    if request_ids:
+        await conn.execute(
+            "INSERT INTO task_requests (request_id, task_id) SELECT unnest($1::text[]), $2 "
+            "ON CONFLICT (request_id) DO UPDATE SET task_id = excluded.task_id",
+            request_ids,
+            task.id,
+        )
+
+
+async def _upsert(conn: Any, sql: str, rows: list[tuple[object, ...]]) -> None:
+    # In id order, so two writes replacing the same records cannot deadlock each other.
+    if rows:
+        await conn.executemany(sql, sorted(rows, key=lambda row: str(row[0])))
+
+
+async def _apply(conn: Any, write: Write) -> Committed:
+    """Run one write inside its transaction."""
+    dumped: dict[int, str] = {}
+
+    def data_of(request: Request) -> str:
+        # The request row and its event usually carry the same record: serialize it once.
+        key = id(request)
+        if key not in dumped:
+            dumped[key] = RequestAdapter.dump_json(request).decode()
+        return dumped[key]
+
+    if write.insert is not None:
+        new = write.insert
+        # ON CONFLICT without a target covers the id and both idempotency indexes, and waits
+        # for a concurrent insert of the same keys to commit or roll back.
+        inserted = await conn.fetchval(
+            f"INSERT INTO requests (id, {_REQUEST_COLUMNS}) "  # noqa: S608 - fixed columns
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
+            "ON CONFLICT DO NOTHING RETURNING id",
+            new.id,
+            *_row(new, data_of(new)),
+        )
+        if inserted is None:
+            existing = await _duplicate_row(
+                conn,
+                new.session_id,
+                new.tool_call_id if isinstance(new, ApprovalRequest) else None,
+                new.requested_by,
+                new.idempotency_key,
+            )
+            raise DuplicateRequest(existing[0] if existing else new.id)
+    if write.update is not None:
+        new = write.update
+        updated = await conn.fetchval(
+            "UPDATE requests SET kind = $1, status = $2, session_id = $3, tool_name = $4, "
+            "tool_call_id = $5, requested_by = $6, idempotency_key = $7, created_us = $8, "
+            "expires_us = $9, version = $10, data = $11 WHERE id = $12 AND version = $13 "
+            "RETURNING id",
+            *_row(new, data_of(new)),
+            new.id,
+            new.version - 1,
+        )
+        if updated is None:
+            raise VersionConflict(new.id)
+    if write.task is not None:
+        await _store_task(conn, write.task)
+    await _upsert(
+        conn,
+        "INSERT INTO grants (id, tool_name, requested_by, created_us, data) "
+        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET "
+        "tool_name = excluded.tool_name, requested_by = excluded.requested_by, "
+        "created_us = excluded.created_us, data = excluded.data",
+        [
+            (g.id, g.tool_name, g.requested_by, to_micros(g.created_at), g.model_dump_json())
+            for g in write.grants
+        ],
+    )
+    await _upsert(
+        conn,
+        "INSERT INTO webhooks (id, created_us, data) VALUES ($1, $2, $3) "
+        "ON CONFLICT (id) DO UPDATE SET created_us = excluded.created_us, data = excluded.data",
+        [(w.id, to_micros(w.created_at), w.model_dump_json()) for w in write.webhooks],
+    )
+    await _upsert(
+        conn,
+        "INSERT INTO deliveries (id, status, next_attempt_us, created_us, event_seq, data) "
+        "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
+        "next_attempt_us = excluded.next_attempt_us, created_us = excluded.created_us, "
+        "event_seq = excluded.event_seq, data = excluded.data",
+        [
+            (
+                d.id,
+                d.status,
+                to_micros(d.next_attempt_at),
+                to_micros(d.created_at),
+                d.event_seq,
+                d.model_dump_json(),
+            )
+            for d in write.deliveries
+        ],
+    )
+    await _upsert(
+        conn,
+        "INSERT INTO tokens (id, token_hash, created_us, data) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (id) DO UPDATE SET token_hash = excluded.token_hash, "
+        "created_us = excluded.created_us, data = excluded.data",
+        [(t.id, t.token_hash, to_micros(t.created_at), t.model_dump_json()) for t in write.tokens],
+    )
+    if not write.audit and not write.events:
+        return Committed()
+    # Last, after this write's own rows: whoever holds the head holds no other lock
+    # anyone waits on, so queueing here cannot deadlock.
+    head = await conn.fetchrow(
+        "SELECT audit_seq, audit_hash, event_seq FROM log_head WHERE id = 1 FOR UPDATE"
+    )
+    if head is None:
+        raise StoreUnavailable("the log_head row is missing: the schema was damaged")
+    seq, prev = int(head[0]), head[1] or GENESIS_HASH
+    at = write.at.isoformat()
+    audit: list[AuditEntry] = []
+    audit_rows: list[tuple[object, ...]] = []
+    for draft in write.audit:
+        seq += 1
+        details_json = canonical_json(draft.details)
+        digest = entry_hash(
+            prev_hash=prev, seq=seq, at=write.at, draft=draft, details_json=details_json
+        )
+        audit_rows.append(
+            (
+                seq,
+                draft.request_id,
+                at,
+                draft.action,
+                draft.actor,
+                draft.from_status,
+                draft.to_status,
+                details_json,
+                prev,
+                digest,
+            )
+        )
+        audit.append(committed_entry(draft, seq=seq, at=write.at, prev_hash=prev, hash=digest))
+        prev = digest
+    if audit_rows:
+        await conn.executemany(
+            "INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, "
+            "details, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            audit_rows,
+        )
+    event_seq = int(head[2])
+    events: list[Event] = []
+    event_rows: list[tuple[object, ...]] = []
+    for draft_event in write.events:
+        event_seq += 1
+        request = draft_event.request
+        event_rows.append((event_seq, draft_event.type, at, request.id, data_of(request)))
+        events.append(Event(seq=event_seq, type=draft_event.type, at=write.at, request=request))
+    if event_rows:
+        await conn.executemany(
+            "INSERT INTO events (seq, type, at, request_id, data) VALUES ($1, $2, $3, $4, $5)",
+            event_rows,
+        )
+    await conn.execute(
+        "UPDATE log_head SET audit_seq = $1, audit_hash = $2, event_seq = $3 WHERE id = 1",
+        seq,
+        prev if audit_rows else head[1],
+        event_seq,
+    )
+    if event_rows:
+        await conn.execute("SELECT pg_notify($1, $2)", EVENTS_CHANNEL, str(event_seq))
+    return Committed(events=tuple(events), audit=tuple(audit))

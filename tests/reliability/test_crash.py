@@ -1,0 +1,110 @@
+"""kill -9 a real server in the middle of a decision load: nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from signoff.server.app import API
+from tests.serving import bearer, free_port, start_server
+
+PG = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def _admin(sql: str) -> None:
+    import asyncpg
+
+    connection = await asyncpg.connect(PG)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh SQLite file or PostgreSQL database (skipped, or failed in CI, without one)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'crash.db'}"
+        return
+    try:
+        await _admin("SELECT 1")
+    except Exception as exc:
+        reason = f"PostgreSQL at {PG} is not reachable ({exc}); set SIGNOFF_TEST_PG"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    name = f"signoff_crash_{uuid.uuid4().hex[:10]}"
+    await _admin(f'CREATE DATABASE "{name}"')
+    yield PG.rsplit("/", 1)[0] + f"/{name}"
+    await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_kill_9_mid_load_loses_no_acknowledged_decision(
+    database: str, tmp_path: Path
+) -> None:
+    """Every decision answered 200 survives; the rest are whole or untouched; audit verifies."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    port = free_port()
+    server = start_server(database, port, env)
+    admin = server.admin_token
+    assert admin is not None
+    async with httpx.AsyncClient(base_url=server.base, headers=bearer(admin), timeout=30) as http:
+        agent = (await http.post(f"{API}/tokens", json={"name": "bot", "role": "agent"})).json()
+        ids = []
+        for n in range(80):
+            body = {"session_id": "k", "tool_name": "t", "tool_args": {"n": n}}
+            made = await http.post(f"{API}/requests", json=body, headers=bearer(agent["token"]))
+            ids.append(made.json()["id"])
+
+        async def decide(request_id: str) -> tuple[str, int]:
+            try:
+                response = await http.post(
+                    f"{API}/requests/{request_id}/decision", json={"type": "approve"}
+                )
+            except httpx.TransportError:
+                return request_id, 0
+            return request_id, response.status_code
+
+        answered = asyncio.Semaphore(0)
+
+        async def decide_and_count(request_id: str) -> tuple[str, int]:
+            outcome = await decide(request_id)
+            answered.release()
+            return outcome
+
+        load = [asyncio.create_task(decide_and_count(request_id)) for request_id in ids]
+        for _ in range(10):  # the load is well under way
+            await answered.acquire()
+        server.process.send_signal(signal.SIGKILL)
+        server.process.communicate(timeout=20)
+        results: list[tuple[str, int]] = await asyncio.gather(*load)
+    acknowledged = {rid for rid, code in results if code == 200}
+    assert 10 <= len(acknowledged) < len(ids), "the kill should land mid-load"
+    again = start_server(database, port, env)
+    try:
+        async with httpx.AsyncClient(base_url=again.base, headers=bearer(admin)) as http:
+            statuses: dict[str, Any] = {}
+            for request_id in ids:
+                request = (await http.get(f"{API}/requests/{request_id}")).json()
+                statuses[request_id] = request
+            for request_id in acknowledged:
+                assert statuses[request_id]["status"] == "approved"
+            for request_id, request in statuses.items():
+                assert request["status"] in ("pending", "approved"), request
+                if request["status"] == "approved":  # whole: a decision and its digest
+                    assert request["decision"] is not None and request["args_digest"]
+                else:
+                    assert request["decision"] is None and request_id not in acknowledged
+            verify = (await http.get(f"{API}/audit/verify")).json()
+            assert verify["ok"] is True, verify
+    finally:
+        again.stop()

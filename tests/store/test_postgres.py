@@ -1,0 +1,295 @@
+"""What only the PostgreSQL store has: a schema version, several servers on one database, NOTIFY."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from signoff.config import open_store
+from signoff.domain.audit import AuditDraft, verify_chain
+from signoff.domain.events import EventDraft
+from signoff.domain.grants import Grant
+from signoff.errors import StoreUnavailable
+from signoff.store.base import (
+    Committed,
+    DuplicateRequest,
+    RequestQuery,
+    VersionConflict,
+    Write,
+)
+from signoff.store.postgres_migrations import SCHEMA_VERSION
+from tests.conftest import drop_schema, new_schema, postgres_dsn
+from tests.store.test_store_suite import T0, approval, insert
+
+asyncpg = pytest.importorskip("asyncpg", reason="needs the postgres extra")
+
+from signoff.store.postgres import EVENTS_CHANNEL, PostgresStore  # noqa: E402
+
+
+async def _execute(dsn: str, sql: str) -> None:
+    connection = await asyncpg.connect(dsn)
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+@pytest.fixture
+async def pg() -> AsyncIterator[tuple[str, str]]:
+    """A reachable PostgreSQL's DSN and a fresh schema name, dropped after the test."""
+    dsn, schema = await postgres_dsn(), new_schema()
+    try:
+        yield dsn, schema
+    finally:
+        await drop_schema(dsn, schema)
+
+
+@pytest.fixture
+async def two(pg: tuple[str, str]) -> AsyncIterator[tuple[PostgresStore, PostgresStore]]:
+    """Two stores with pools of their own on one schema, as two servers would have."""
+    dsn, schema = pg
+    a, b = PostgresStore(dsn, schema=schema), PostgresStore(dsn, schema=schema)
+    await a.open()
+    await b.open()
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest.fixture
+async def own_database() -> AsyncIterator[str]:
+    """A fresh database of its own (NOTIFY reaches a whole database); its DSN."""
+    dsn = await postgres_dsn()
+    name = new_schema()
+    await _execute(dsn, f"CREATE DATABASE {name}")
+    try:
+        yield dsn.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        await _execute(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def test_migrations_are_idempotent_and_concurrent_opens_agree(pg: tuple[str, str]) -> None:
+    """Opening again, or from several servers at once, migrates once and keeps every row."""
+    dsn, schema = pg
+    request = approval()
+    first = PostgresStore(dsn, schema=schema)
+    await first.open()
+    await first.commit(insert(request))
+    await first.close()
+    stores = [PostgresStore(dsn, schema=schema) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        for store in stores:
+            assert await store.get_request(request.id) == request
+        assert verify_chain(await stores[0].list_audit(), head=await stores[0].audit_head()).ok
+    finally:
+        for store in stores:
+            await store.close()
+    connection = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        assert await connection.fetch("SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    finally:
+        await connection.close()
+
+
+async def test_fresh_schemas_open_concurrently(pg: tuple[str, str]) -> None:
+    """Servers starting together on an empty schema all open; one of them migrates it."""
+    dsn, schema = pg
+    stores = [PostgresStore(dsn, schema=schema) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))
+    try:
+        await stores[0].commit(insert(approval()))
+        assert await stores[3].last_event_seq() == 1
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_newer_schema_is_refused(pg: tuple[str, str]) -> None:
+    """A database migrated by a newer signoff is refused with a clear, one-line message."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    await store.close()
+    await _execute(dsn, f"UPDATE {schema}.schema_version SET version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreUnavailable, match="upgrade signoff") as caught:
+        await PostgresStore(dsn, schema=schema).open()
+    assert "\n" not in str(caught.value)
+
+
+async def test_concurrent_commits_from_two_servers_keep_one_chain_and_log(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    """Two pools writing at once: one decision per request, a verifying chain, gap-free seqs."""
+    a, b = two
+    requests = [approval() for _ in range(30)]
+    sides = itertools.cycle((a, b))
+    seen_prefixes: list[list[int]] = []
+    stop = asyncio.Event()
+
+    async def watch() -> None:
+        # A follower must never see seq n+1 before seq n has committed.
+        while not stop.is_set():
+            seen_prefixes.append([e.seq for e in await b.list_events()])
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    created = await asyncio.gather(*(next(sides).commit(insert(r)) for r in requests))
+    decisions = []
+    for r in requests:
+        for store, status in ((a, "approved"), (b, "rejected")):
+            changed = r.model_copy(update={"status": status, "version": 2})
+            decisions.append(
+                store.commit(
+                    Write(
+                        at=T0 + timedelta(seconds=1),
+                        update=changed,
+                        audit=(AuditDraft(action="decide", actor=status, request_id=r.id),),
+                        events=(EventDraft(type="decided", request=changed),),
+                    )
+                )
+            )
+    results = await asyncio.gather(*decisions, return_exceptions=True)
+    stop.set()
+    await watcher
+    winners = [res for res in results if isinstance(res, Committed)]
+    assert len(winners) == 30
+    assert all(isinstance(res, VersionConflict) for res in results if res not in winners)
+    committed = [e.seq for c in (*created, *winners) for e in c.events]
+    assert sorted(committed) == list(range(1, 61))
+    events = await a.list_events()
+    assert [e.seq for e in events] == list(range(1, 61))
+    for request in requests:
+        mine = [e for e in events if e.request.id == request.id]
+        assert [e.type for e in mine] == ["created", "decided"]
+    entries = await b.list_audit()
+    report = verify_chain(entries, head=await a.audit_head())
+    assert report.ok and report.entries == 60
+    assert [e.seq for e in entries] == list(range(1, 61))
+    assert all(prefix == list(range(1, len(prefix) + 1)) for prefix in seen_prefixes)
+
+
+async def test_duplicate_submit_on_two_servers_names_the_first(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    """The same tool call (or idempotency key) inserted on two servers at once stores one."""
+    a, b = two
+    for keys in ({"tool_call_id": "call-1"}, {"idempotency_key": "k1"}):
+        first, second = approval(**keys), approval(**keys)
+        results = await asyncio.gather(
+            a.commit(insert(first)), b.commit(insert(second)), return_exceptions=True
+        )
+        refused = [r for r in results if isinstance(r, DuplicateRequest)]
+        assert len(refused) == 1
+        winner = first if isinstance(results[0], Committed) else second
+        assert refused[0].existing_id == winner.id
+    page = await a.list_requests(RequestQuery())
+    assert len(page.items) == 2
+    assert verify_chain(await b.list_audit(), head=await b.audit_head()).ok
+    assert await b.last_event_seq() == 2
+
+
+async def test_commit_notifies_listeners_with_the_last_seq(own_database: str) -> None:
+    """A commit with events NOTIFYs its last seq; writes without events, or failing, do not."""
+    store = PostgresStore(own_database)
+    await store.open()
+    listener = await asyncpg.connect(own_database)
+    got: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
+    try:
+        grant = Grant(
+            id="grt_1", scope="always", tool_name="shell", requested_by="agent",
+            created_by="alice", created_at=T0, expires_at=T0, source_request_id="req_x",
+        )  # fmt: skip
+        await store.commit(Write(at=T0, grants=(grant,)))
+        request = approval()
+        await store.commit(insert(request))
+        assert await asyncio.wait_for(got.get(), 5) == "1"
+        stale = request.model_copy(update={"status": "approved", "version": 3})
+        with pytest.raises(VersionConflict):
+            await store.commit(
+                Write(at=T0, update=stale, events=(EventDraft(type="status", request=stale),))
+            )
+        both = [approval(), approval()]
+        await store.commit(
+            Write(at=T0, events=tuple(EventDraft(type="created", request=r) for r in both))
+        )
+        assert await asyncio.wait_for(got.get(), 5) == "3"
+        await asyncio.sleep(0.05)
+        assert got.empty()
+    finally:
+        await listener.close()
+        await store.close()
+
+
+async def test_ids_page_bytewise_whatever_the_locale(pg: tuple[str, str]) -> None:
+    """Ids tied on created_at page in Python's string order (upper case before lower)."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        ids = ["req_a", "req_B", "req_-x", "req_Z", "req_b", "req_0"]
+        for request_id in ids:
+            await store.commit(insert(approval(id=request_id)))
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await store.list_requests(RequestQuery(limit=2, cursor=cursor))
+            seen += [r.id for r in page.items]
+            if (cursor := page.next_cursor) is None:
+                break
+        assert seen == sorted(ids, reverse=True)
+    finally:
+        await store.close()
+
+
+async def test_unreachable_database_is_store_unavailable() -> None:
+    """A refused connection fails as StoreUnavailable in one line, without the password."""
+    store = PostgresStore("postgresql://signoff:s3cret@127.0.0.1:1/nowhere", connect_timeout=2)
+    with pytest.raises(
+        StoreUnavailable, match=r"cannot connect to PostgreSQL at 127\.0\.0\.1:1"
+    ) as e:
+        await store.open()
+    assert "\n" not in str(e.value) and "s3cret" not in str(e.value)
+    with pytest.raises(StoreUnavailable, match="not open"):
+        await store.commit(insert(approval()))
+
+
+async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
+    """A connection the server dropped fails calls only as StoreUnavailable, then is replaced."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema, max_size=1)
+    await store.open()
+    try:
+        await store.commit(insert(approval()))
+        pid = await store._pool.fetchval("SELECT pg_backend_pid()")  # the pool's one connection
+        await _execute(dsn, f"SELECT pg_terminate_backend({int(pid)})")
+        outcomes: list[object] = []
+        for _ in range(3):
+            try:
+                outcomes.append(await store.commit(insert(approval())))
+            except StoreUnavailable as exc:
+                outcomes.append(exc)
+        assert isinstance(outcomes[-1], Committed)
+        assert await store.last_event_seq() == 1 + sum(isinstance(o, Committed) for o in outcomes)
+    finally:
+        await store.close()
+
+
+def test_postgres_urls_open_a_postgres_store() -> None:
+    """postgresql:// and postgres:// database URLs name a PostgresStore keeping the DSN."""
+    for url in ("postgresql://u@h/db", "postgres://u@h:5433/db"):
+        store = open_store(url)
+        assert isinstance(store, PostgresStore) and store.dsn == url
+
+
+def test_schema_names_are_checked() -> None:
+    """A schema name that is not a plain lower-case identifier is refused before any SQL."""
+    with pytest.raises(ValueError, match="schema"):
+        PostgresStore("postgresql://h/db", schema='x"; DROP TABLE requests; --')
