@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/pending_scale.py
 	$(BIN)/python bench/server.py
+	$(BIN)/python bench/lifecycle_pg.py  # needs PostgreSQL (SIGNOFF_TEST_PG)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

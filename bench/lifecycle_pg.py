@@ -1,0 +1,160 @@
+"""Full request lifecycles per second through the service on PostgreSQL, against plain asyncpg.
+
+A lifecycle is submit, decide, wait, claim, complete. The baseline is a plain ``asyncpg``
+loop doing the same writes (the request row, an audit entry and an event per step, one
+transaction per step), measured in the same run on a fresh database of the same server.
+The service is measured with one caller at a time and with many concurrent callers.
+
+    python bench/lifecycle_pg.py [--lifecycles 1000] [--concurrency 64] [--dsn URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lifecycle import ARGS, one_lifecycle
+
+from signoff.bus.local import LocalBus
+from signoff.service import Service
+from signoff.store.postgres import PostgresStore
+
+DEFAULT_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+async def fresh_database(dsn: str) -> str:
+    """Create an empty database; its URL."""
+    name = f"signoff_bench_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+async def drop_database(dsn: str, url: str) -> None:
+    """Drop a database made by :func:`fresh_database`."""
+    admin = await asyncpg.connect(dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def plain_asyncpg(url: str, lifecycles: int) -> float:
+    """Lifecycles per second of a hand-written asyncpg loop doing the same writes."""
+    db = await asyncpg.connect(url)
+    await db.execute(
+        """
+        CREATE TABLE requests (id TEXT PRIMARY KEY, status TEXT, session_id TEXT,
+            created_us BIGINT, version INTEGER, data TEXT);
+        CREATE INDEX requests_session ON requests (session_id, status, created_us DESC, id DESC);
+        CREATE TABLE audit (seq BIGSERIAL PRIMARY KEY, request_id TEXT, action TEXT,
+            details TEXT, prev_hash TEXT, hash TEXT);
+        CREATE TABLE events (seq BIGSERIAL PRIMARY KEY, type TEXT, request_id TEXT, data TEXT);
+        """
+    )
+    prev = "0" * 64
+    steps = [("created", "pending"), ("decided", "approved"), ("status", "executing"),
+             ("result", "completed")]  # fmt: skip
+    start = time.perf_counter()
+    for n in range(lifecycles):
+        rid = f"req_{n:012d}"
+        for version, (event, status) in enumerate(steps, start=1):
+            data = json.dumps({"id": rid, "status": status, "tool_name": "shell", "args": ARGS})
+            details = json.dumps({"args": ARGS, "status": status}, sort_keys=True)
+            digest = hashlib.sha256((prev + details).encode()).hexdigest()
+            async with db.transaction():
+                if version == 1:
+                    await db.execute(
+                        "INSERT INTO requests VALUES ($1, $2, $3, $4, $5, $6)",
+                        rid, status, "s1", time.time_ns() // 1000, version, data,
+                    )  # fmt: skip
+                else:
+                    await db.execute(
+                        "UPDATE requests SET status = $1, version = $2, data = $3 "
+                        "WHERE id = $4 AND version = $5",
+                        status, version, data, rid, version - 1,
+                    )  # fmt: skip
+                await db.execute(
+                    "INSERT INTO audit (request_id, action, details, prev_hash, hash) "
+                    "VALUES ($1, $2, $3, $4, $5)",
+                    rid, event, details, prev, digest,
+                )  # fmt: skip
+                await db.execute(
+                    "INSERT INTO events (type, request_id, data) VALUES ($1, $2, $3)",
+                    event, rid, data,
+                )  # fmt: skip
+            prev = digest
+    elapsed = time.perf_counter() - start
+    await db.close()
+    return lifecycles / elapsed
+
+
+async def through_service(url: str, lifecycles: int, concurrency: int) -> float:
+    """Lifecycles per second through the service on PostgreSQL, ``concurrency`` at a time."""
+    service = Service(PostgresStore(url), bus=LocalBus(), read_file=None)
+    async with service:
+        counter = iter(range(lifecycles))
+
+        async def worker() -> None:
+            for n in counter:
+                await one_lifecycle(service, n)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+        report = await service.verify_audit()
+        assert report.ok, report
+    return lifecycles / elapsed
+
+
+async def run(opts: argparse.Namespace) -> None:
+    """Measure all three on fresh databases and print them with their ratios."""
+    figures: dict[str, float] = {}
+    measures: list[tuple[str, Callable[[str], Awaitable[float]]]] = [
+        ("plain", lambda url: plain_asyncpg(url, opts.lifecycles)),
+        ("serial", lambda url: through_service(url, opts.lifecycles // 4, 1)),
+        ("batched", lambda url: through_service(url, opts.lifecycles, opts.concurrency)),
+    ]
+    for label, measure in measures:
+        url = await fresh_database(opts.dsn)
+        try:
+            figures[label] = await measure(url)
+        finally:
+            await drop_database(opts.dsn, url)
+    base = figures["plain"]
+    print(f"plain asyncpg loop (same writes, one txn per step): {base:9.1f} lifecycles/s")
+    print(
+        f"signoff service, 1 caller:                          {figures['serial']:9.1f}"
+        f" lifecycles/s  ratio {figures['serial'] / base:.2f}"
+    )
+    print(
+        f"signoff service, {opts.concurrency} concurrent callers:            "
+        f"{figures['batched']:9.1f} lifecycles/s  ratio {figures['batched'] / base:.2f}"
+    )
+
+
+def main() -> None:
+    """Parse options and run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lifecycles", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
