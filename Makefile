@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/pending_scale.py
 	$(BIN)/python bench/server.py
 	$(BIN)/python bench/lifecycle_pg.py  # needs PostgreSQL (SIGNOFF_TEST_PG)
+	$(BIN)/python bench/nodes_pg.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,110 @@
+"""Does it scale out: lifecycles per second with 1, 2 and 3 servers on one PostgreSQL.
+
+For each count, starts that many real ``signoff serve`` processes on a fresh database and
+runs ``--agents`` HTTP agents spread round-robin over them, each looping: submit, a person
+approves (on another node), long-poll ``wait``, claim, report. Prints lifecycles per second
+and the ratio to one server, measured in the same run. On a 2-core machine the servers,
+PostgreSQL and this client share the cores, which bounds what more servers can add.
+
+    python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--dsn URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
+from tests.serving import Server, bearer, free_port, start_server
+
+API = "/api/v1"
+
+
+async def measure(servers: list[Server], lifecycles: int, agents: int) -> float:
+    """Lifecycles per second over these servers."""
+    admin = servers[0].admin_token
+    assert admin is not None
+    async with httpx.AsyncClient(base_url=servers[0].base, headers=bearer(admin)) as http:
+        made = await http.post(f"{API}/tokens", json={"name": "bench-agent", "role": "agent"})
+        agent = made.json()["token"]
+        made = await http.post(f"{API}/tokens", json={"name": "bench-person", "role": "approver"})
+        person = made.json()["token"]
+    clients = [httpx.AsyncClient(base_url=s.base, timeout=120) for s in servers]
+    done = 0
+
+    async def loop(n: int) -> None:
+        nonlocal done
+        mine, other = clients[n % len(clients)], clients[(n + 1) % len(clients)]
+        while done < lifecycles:
+            args = {"command": f"job {n}"}
+            created = await mine.post(
+                f"{API}/requests", json={"session_id": f"s{n}", "tool_name": "shell",
+                                         "tool_args": args}, headers=bearer(agent),
+            )  # fmt: skip
+            request_id = created.json()["id"]
+            waiting = asyncio.create_task(
+                mine.get(f"{API}/requests/{request_id}/wait?timeout=60", headers=bearer(agent))
+            )
+            await other.post(
+                f"{API}/requests/{request_id}/decision", json={"type": "approve"},
+                headers=bearer(person),
+            )  # fmt: skip
+            assert (await waiting).json()["status"] == "approved"
+            await mine.post(
+                f"{API}/requests/{request_id}/claim", json={"args": args}, headers=bearer(agent)
+            )
+            await mine.post(
+                f"{API}/requests/{request_id}/result", json={"ok": True}, headers=bearer(agent)
+            )
+            done += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(loop(n) for n in range(agents)))
+    elapsed = time.perf_counter() - start
+    for client in clients:
+        await client.aclose()
+    return done / elapsed
+
+
+async def run(opts: argparse.Namespace) -> None:
+    """Measure 1, 2 and 3 servers and print the figures with their ratios."""
+    figures: dict[int, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_CONFIG_HOME": tmp}
+        for count in (1, 2, 3):
+            url = await fresh_database(opts.dsn)
+            servers: list[Server] = []
+            try:
+                servers = [start_server(url, free_port(), env) for _ in range(count)]
+                figures[count] = await measure(servers, opts.lifecycles, opts.agents)
+            finally:
+                for server in servers:
+                    server.stop()
+                await drop_database(opts.dsn, url)
+    for count, rate in figures.items():
+        print(
+            f"{count} server(s) on one PostgreSQL: {rate:7.1f} lifecycles/s"
+            f"  ratio to one server {rate / figures[1]:.2f}"
+        )
+
+
+def main() -> None:
+    """Parse options and run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lifecycles", type=int, default=300)
+    parser.add_argument("--agents", type=int, default=24)
+    parser.add_argument("--dsn", default=DEFAULT_DSN)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
