@@ -65,6 +65,7 @@ from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
+from signoff.integrations.outcomes import denial, wait_decided
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
 
@@ -111,8 +112,6 @@ Target: TypeAlias = "Service | Backend | Client"
 """An in-process service (with the principal the agent acts as) or a client of a server."""
 OnPause: TypeAlias = Callable[[str | None, list[str]], Awaitable[None]]
 """Called at each pause with the task id (None without a store) and the request ids."""
-
-_DENIED_NO_DECISION = "No decision came in time, so the call was not run."
 
 
 def _backend(signoff: Target, principal: Principal | None) -> Backend:
@@ -212,34 +211,6 @@ async def file_interruptions(
         )
         asked.append((item, submitted.request.id))
     return asked
-
-
-async def _wait_decided(backend: Backend, request_id: str, deadline: float) -> Request:
-    """Wait (from any transport's decision) until the request leaves pending or time is up."""
-    while True:
-        left = deadline - time.monotonic()
-        request = await backend.wait(request_id, max(0.0, min(left, 60.0)))
-        if request.status != "pending":
-            return request
-        if left <= 0:
-            try:
-                return await backend.cancel(request_id, "no decision in time")
-            except InvalidTransition:
-                return await backend.get(request_id)
-
-
-def _denial(request: Request) -> str:
-    """What the model is told about a call that did not run (same words as pydantic-ai's)."""
-    record = request.decision
-    if request.status in ("expired", "canceled") or record is None:
-        return _DENIED_NO_DECISION
-    decision = record.decision
-    if decision.type == "respond":
-        return decision.feedback
-    reason = getattr(decision, "reason", "") or ""
-    if record.via == "policy":
-        return f"The call was denied by policy and not run. {reason}".strip()
-    return f"A person rejected this call{': ' + reason if reason else ''}. It was not run."
 
 
 # -- applying decisions --------------------------------------------------------------------
@@ -353,7 +324,7 @@ def apply_decisions(
                 # claimed before (a crash after the claim, or another process): never twice
                 message = f"This call was already {request.status}; it is not run again."
             else:
-                message = _denial(request)
+                message = denial(request)
             state.reject(item, rejection_message=message)
             continue
         proposed = _args(item)
@@ -489,7 +460,7 @@ def _decision_item(call_id: str, request: Request) -> HistoryItem:
                 kind="edit", args=request.approved_args, text="approved with edits", **base
             )
         return HistoryItem(kind="approval", text="approved", **base)
-    return HistoryItem(kind="rejection", text=_denial(request), **base)
+    return HistoryItem(kind="rejection", text=denial(request), **base)
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -534,7 +505,7 @@ class _Loop:
             await self.on_pause(task_id, [rid for _, rid in asked])
         deadline = time.monotonic() + self.timeout
         requests = await asyncio.gather(
-            *(_wait_decided(self.backend, rid, deadline) for _, rid in asked)
+            *(wait_decided(self.backend, rid, deadline) for _, rid in asked)
         )
         decided = [(cid, r) for (cid, _), r in zip(asked, requests, strict=True)]
         if self.keeper is not None:

@@ -33,11 +33,17 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict, cast
 from pydantic import JsonValue, ValidationError
 
 from signoff.backends import Backend, as_backend
-from signoff.domain.decisions import Choose, Reject
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import ArgsMismatch, InvalidRequest, InvalidTransition
+from signoff.integrations.outcomes import (
+    NO_ANSWER,
+    choice_result,
+    denial,
+    edit_note,
+    wait_decided,
+)
 from signoff.service import Service, validation_message
 
 if TYPE_CHECKING:
@@ -115,11 +121,6 @@ INTERNAL_ROLE = "signoff"
 INTERNAL_MARK = "signoff_internal"
 """A message or content part with this key set true is dropped by :func:`strip_signoff`."""
 
-NO_ANSWER = "The person did not answer in time, so there is no answer to act on."
-"""What the model is told when nobody chose before the timeout."""
-
-# The same wording the pydantic-ai integration gives its models.
-_DENIED_NO_DECISION = "No decision came in time, so the call was not run."
 _CHOICE_ARGS = frozenset({"prompt", "options", "context", "multi_select", "allow_other"})
 _KEY_LIMIT = 200  # NewRequest's longest session id and idempotency key
 _DEFAULT_PRINCIPAL = Principal(name="openai-agent", role="agent")
@@ -232,53 +233,10 @@ async def _file(
     )
 
 
-async def _wait_decided(backend: Backend, request_id: str, deadline: float) -> Request:
-    """Wait (for a decision from any transport) until the request leaves pending or time is up."""
-    while True:
-        left = deadline - time.monotonic()
-        request = await backend.wait(request_id, max(0.0, min(left, 60.0)))
-        if request.status != "pending":
-            return request
-        if left <= 0:
-            try:
-                return await backend.cancel(request_id, "no decision in time")
-            except InvalidTransition:
-                # decided (or expired) between the wait and the cancel: that outcome stands
-                return await backend.get(request_id)
-
-
-def _denial(request: Request) -> str:
-    record = request.decision
-    if request.status in ("expired", "canceled") or record is None:
-        return _DENIED_NO_DECISION
-    decision = record.decision
-    if decision.type == "respond":
-        return decision.feedback
-    reason = getattr(decision, "reason", "") or ""
-    if record.via == "policy":
-        return f"The call was denied by policy and not run. {reason}".strip()
-    return f"A person rejected this call{': ' + reason if reason else ''}. It was not run."
-
-
 def _choice_text(request: ChoiceRequest) -> str:
     """Only the chosen option's text (a JSON list for multi-select), or why there is none."""
-    record = request.decision
-    if request.status == "approved" and record is not None:
-        resolved = (record.extra or {}).get("choices")
-        if isinstance(resolved, list) and all(isinstance(c, str) for c in resolved):
-            chosen = [str(c) for c in resolved]
-        elif isinstance(record.decision, Choose):
-            decision = record.decision
-            chosen = list(decision.choices or ([decision.choice] if decision.choice else []))
-        else:
-            chosen = []
-        if chosen:
-            return json.dumps(chosen, ensure_ascii=False) if request.multi_select else chosen[0]
-    if request.status == "rejected" and record is not None:
-        reason = record.decision.reason.strip() if isinstance(record.decision, Reject) else ""
-        sentence = "The person declined to choose."
-        return f"{sentence} Their reason: {reason}" if reason else sentence
-    return NO_ANSWER
+    result = choice_result(request)
+    return json.dumps(result, ensure_ascii=False) if isinstance(result, list) else result
 
 
 def _signature_problem(function: Callable[..., Any], args: Mapping[str, Any]) -> str | None:
@@ -348,10 +306,7 @@ async def _run_approved(
     await backend.complete(request.id, _jsonable(result))
     text = _result_text(result)
     if edited:
-        text += (
-            "\n\nNote: a person edited the arguments before approving. The call "
-            f"ran with {_json(approved)} instead of {_json(call.args)}."
-        )
+        text += "\n\n" + edit_note(approved, call.args)
     return text
 
 
@@ -364,7 +319,7 @@ async def _outcome(
 ) -> str:
     """What the model is told about one call once its request is settled."""
     if request.status == "pending":
-        request = await _wait_decided(backend, request.id, deadline)
+        request = await wait_decided(backend, request.id, deadline)
     if isinstance(request, ChoiceRequest):
         return _choice_text(request)
     if not isinstance(request, ApprovalRequest):  # pragma: no cover - only two kinds are filed
@@ -376,7 +331,7 @@ async def _outcome(
         return _result_text(request.result.result)
     if request.status in ("executing", "completed", "failed"):
         return f"This call was already {request.status}; it is not run again."
-    return _denial(request)
+    return denial(request)
 
 
 async def resolve_tool_calls(

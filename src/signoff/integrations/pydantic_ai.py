@@ -32,8 +32,9 @@ from signoff.backends import Backend, as_backend
 from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, SignoffError
+from signoff.errors import InvalidRequest, NotAllowed, SignoffError
 from signoff.executor import ToolRegistry
+from signoff.integrations.outcomes import denial, edit_note, wait_decided
 from signoff.service import Service
 
 if TYPE_CHECKING:
@@ -82,8 +83,6 @@ META_KEY = "signoff"
 GateMode: TypeAlias = Literal["defer", "block", "queue"]
 Target: TypeAlias = "Service | Backend | Client"
 """An in-process service (with the principal the agent acts as) or a client of a server."""
-
-_DENIED_NO_DECISION = "No decision came in time, so the call was not run."
 
 
 def _backend(signoff: Target, principal: Principal | None) -> Backend:
@@ -165,33 +164,6 @@ def _already_ran(messages: Sequence[ModelMessage]) -> list[str]:
     return [f"{names[i]} ({i})" for i in returned]
 
 
-async def _wait_decided(backend: Backend, request_id: str, deadline: float) -> Request:
-    """Wait (from any transport's decision) until the request leaves pending or time is up."""
-    while True:
-        left = deadline - time.monotonic()
-        request = await backend.wait(request_id, max(0.0, min(left, 60.0)))
-        if request.status != "pending":
-            return request
-        if left <= 0:
-            try:
-                return await backend.cancel(request_id, "no decision in time")
-            except InvalidTransition:
-                return await backend.get(request_id)
-
-
-def _denial(request: Request) -> str:
-    record = request.decision
-    if request.status in ("expired", "canceled") or record is None:
-        return _DENIED_NO_DECISION
-    decision = record.decision
-    if decision.type == "respond":
-        return decision.feedback
-    reason = getattr(decision, "reason", "") or ""
-    if record.via == "policy":
-        return f"The call was denied by policy and not run. {reason}".strip()
-    return f"A person rejected this call{': ' + reason if reason else ''}. It was not run."
-
-
 async def _outcome(
     call: ToolCallPart, request: Request, backend: Backend, agent: Any
 ) -> tuple[bool | ToolApproved | ToolDenied, dict[str, Any] | None]:
@@ -202,7 +174,7 @@ async def _outcome(
         if request.status in ("executing", "completed", "failed"):
             # claimed before (a crash after the claim, or another process): never twice
             return ToolDenied(f"This call was already {request.status}; it is not run again."), None
-        return ToolDenied(_denial(request)), None
+        return ToolDenied(denial(request)), None
     original = call.args_as_dict()
     approved = dict(request.approved_args or original)
     meta: dict[str, Any] = {"request_id": request.id, "args": approved}
@@ -216,10 +188,7 @@ async def _outcome(
             f"A person approved this call with edited arguments the tool does not accept "
             f"({problem}); it was not run."
         ), None
-    meta["note"] = (
-        "Note: a person edited the arguments before approving. The call ran "
-        f"with {_json(approved)} instead of {_json(original)}."
-    )
+    meta["note"] = edit_note(approved, original)
     return ToolApproved(override_args=approved), {META_KEY: meta}
 
 
@@ -314,7 +283,7 @@ async def resolve_deferred(
     if on_submitted is not None:
         await on_submitted([rid for _, rid in asked])
     deadline = time.monotonic() + timeout
-    decided = await asyncio.gather(*(_wait_decided(backend, rid, deadline) for _, rid in asked))
+    decided = await asyncio.gather(*(wait_decided(backend, rid, deadline) for _, rid in asked))
     pairs = [(call, request) for (call, _), request in zip(asked, decided, strict=True)]
     return await decided_results(deferred, pairs, backend, agent=agent, denied=denied)
 
@@ -428,10 +397,10 @@ class SignoffGate(AbstractCapability[Any]):
         verdict: PolicyDecision,
     ) -> Any:
         request = await self._submit(call, verdict)
-        request = await _wait_decided(self.backend, request.id, time.monotonic() + self.timeout)
+        request = await wait_decided(self.backend, request.id, time.monotonic() + self.timeout)
         if not isinstance(request, ApprovalRequest) or request.status != "approved":
             if isinstance(request, ApprovalRequest) and request.status != "approved":
-                return f"Not run. {_denial(request)}"
+                return f"Not run. {denial(request)}"
             return f"Not run: request {request.status}."
         approved = dict(request.approved_args or call.args_as_dict())
         validator = _validators(ctx.agent).get(call.tool_name)
@@ -470,7 +439,7 @@ def _status_line(request: Request) -> str:
             return f"completed: {_json(request.result.result)}"
         return f"failed: {request.result.error}"
     if request.status in ("rejected", "expired", "canceled"):
-        return f"{request.status}: {_denial(request)}"
+        return f"{request.status}: {denial(request)}"
     return request.status
 
 

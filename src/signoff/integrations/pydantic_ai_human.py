@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from pydantic import JsonValue, ValidationError
+from pydantic import ValidationError
 
 try:
     from pydantic_ai import FunctionToolset, ModelRetry, RunContext
@@ -31,20 +31,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from signoff.backends import Backend, as_backend
-from signoff.domain.decisions import Answer, Approve, Choose, Reject
+from signoff.domain.decisions import Answer, Approve
 from signoff.domain.principals import Principal
-from signoff.domain.requests import ChoiceRequest, QuestionsRequest, Request
+from signoff.domain.requests import QuestionsRequest, Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import InvalidRequest, InvalidTransition
+from signoff.integrations.outcomes import NO_ANSWER, choice_result, declined
 from signoff.service import Service, validation_message
 
 if TYPE_CHECKING:
     from signoff.client import Client
 
 __all__ = ["NO_ANSWER", "choice_result", "human_toolset", "questions_result"]
-
-NO_ANSWER = "The person did not answer in time, so there is no answer to act on."
-"""What the model is told when nobody decided before the timeout."""
 
 _KEY_LIMIT = 200  # NewRequest's longest session id and idempotency key
 
@@ -148,20 +146,6 @@ def human_toolset(
     return toolset
 
 
-def choice_result(request: Request) -> str | list[str]:
-    """What the model is told about a settled ``choice`` request: the chosen text, or why not."""
-    if not isinstance(request, ChoiceRequest):
-        raise TypeError(f"expected a choice request, got a {request.kind} request")
-    record = request.decision
-    if request.status == "approved" and record is not None:
-        chosen = _chosen(record.decision, record.extra)
-        if chosen:
-            return chosen if request.multi_select else chosen[0]
-    if request.status == "rejected" and record is not None:
-        return _declined("The person declined to choose.", record.decision)
-    return NO_ANSWER
-
-
 def questions_result(request: Request) -> str:
     """What the model is told about a settled ``questions`` request: finish, continue or stop."""
     if not isinstance(request, QuestionsRequest):
@@ -181,24 +165,10 @@ def questions_result(request: Request) -> str:
                 lines.append(f"A: {answer or '(no answer)'}")
             return "\n".join(lines)
     if request.status == "rejected" and record is not None:
-        return _declined(
+        return declined(
             "The person rejected this. Stop the task and do not continue.", record.decision
         )
     return NO_ANSWER
-
-
-def _chosen(decision: object, extra: dict[str, JsonValue] | None) -> list[str]:
-    resolved = (extra or {}).get("choices")
-    if isinstance(resolved, list) and all(isinstance(c, str) for c in resolved):
-        return [str(c) for c in resolved]
-    if isinstance(decision, Choose):
-        return list(decision.choices or ([decision.choice] if decision.choice else []))
-    return []
-
-
-def _declined(sentence: str, decision: object) -> str:
-    reason = decision.reason.strip() if isinstance(decision, Reject) else ""
-    return f"{sentence} Their reason: {reason}" if reason else sentence
 
 
 def _seconds(asked: float | None, limit: float) -> float:
