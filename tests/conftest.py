@@ -70,15 +70,34 @@ def new_schema() -> str:
     return f"t_{secrets.token_hex(6)}"
 
 
-async def drop_schema(dsn: str, schema: str) -> None:
-    """Drop a test's schema and everything in it."""
+async def pg_execute(sql: str, dsn: str = PG_DSN) -> None:
+    """Run one statement on its own connection (schemas and databases come and go so)."""
     import asyncpg
 
     connection = await asyncpg.connect(dsn)
     try:
-        await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await connection.execute(sql)
     finally:
         await connection.close()
+
+
+async def drop_schema(dsn: str, schema: str) -> None:
+    """Drop a test's schema and everything in it."""
+    await pg_execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE", dsn)
+
+
+@pytest.fixture
+async def pg_database() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database of the test's own (servers, NOTIFY); its URL, dropped after.
+
+    Skipped without PostgreSQL, and failed instead when ``CI=true``.
+    """
+    dsn, name = await postgres_dsn(), new_schema()
+    await pg_execute(f"CREATE DATABASE {name}", dsn)
+    try:
+        yield dsn.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        await pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", dsn)
 
 
 @pytest.fixture(params=BACKENDS)

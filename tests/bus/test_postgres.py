@@ -3,44 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
-from collections.abc import AsyncIterator
-
-import pytest
 
 from signoff.bus.follower import follower_for
 from signoff.bus.local import LocalBus
 from signoff.service import Service
 from signoff.testing import AGENT, APPROVER
-
-PG = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-async def _admin(sql: str) -> None:
-    import asyncpg
-
-    connection = await asyncpg.connect(PG)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[str]:
-    """A fresh PostgreSQL database; skipped (failed in CI) without a server."""
-    try:
-        await _admin("SELECT 1")
-    except Exception as exc:
-        reason = f"PostgreSQL at {PG} is not reachable ({exc}); set SIGNOFF_TEST_PG"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    name = f"signoff_bus_{uuid.uuid4().hex[:10]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    yield PG.rsplit("/", 1)[0] + f"/{name}"
-    await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+from tests.conftest import pg_execute
 
 
 async def node(dsn: str) -> Service:
@@ -52,9 +20,9 @@ async def node(dsn: str) -> Service:
     return service
 
 
-async def test_wait_on_one_node_wakes_when_another_decides(database: str) -> None:
+async def test_wait_on_one_node_wakes_when_another_decides(pg_database: str) -> None:
     """A decision committed by node B wakes a wait() on node A within moments, via NOTIFY."""
-    a, b = await node(database), await node(database)
+    a, b = await node(pg_database), await node(pg_database)
     follower = follower_for(a.store, a.bus)
     await follower.start()
     try:
@@ -74,17 +42,19 @@ async def test_wait_on_one_node_wakes_when_another_decides(database: str) -> Non
         await b.close()
 
 
-async def test_a_killed_listening_connection_reconnects_and_misses_nothing(database: str) -> None:
+async def test_a_killed_listening_connection_reconnects_and_misses_nothing(
+    pg_database: str,
+) -> None:
     """pg_terminate_backend on the LISTEN connection: it reconnects and catches up from the log."""
-    a, b = await node(database), await node(database)
+    a, b = await node(pg_database), await node(pg_database)
     follower = follower_for(a.store, a.bus)
     await follower.start()
     subscription = a.bus.subscribe()
     try:
         await asyncio.sleep(0.3)
-        await _admin(
+        await pg_execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE query LIKE 'LISTEN%' AND datname = '{database.rsplit('/', 1)[1]}'"
+            f"WHERE query LIKE 'LISTEN%' AND datname = '{pg_database.rsplit('/', 1)[1]}'"
         )
         made = [(await b.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request.id
                 for n in range(5)]  # fmt: skip

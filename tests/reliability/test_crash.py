@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,36 +14,14 @@ import pytest
 from signoff.server.app import API
 from tests.serving import bearer, free_port, start_server
 
-PG = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-async def _admin(sql: str) -> None:
-    import asyncpg
-
-    connection = await asyncpg.connect(PG)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
 
 @pytest.fixture(params=["sqlite", "postgres"])
-async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A fresh SQLite file or PostgreSQL database (skipped, or failed in CI, without one)."""
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh SQLite file or PostgreSQL database (see ``pg_database``)."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'crash.db'}"
-        return
-    try:
-        await _admin("SELECT 1")
-    except Exception as exc:
-        reason = f"PostgreSQL at {PG} is not reachable ({exc}); set SIGNOFF_TEST_PG"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    name = f"signoff_crash_{uuid.uuid4().hex[:10]}"
-    await _admin(f'CREATE DATABASE "{name}"')
-    yield PG.rsplit("/", 1)[0] + f"/{name}"
-    await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        return f"sqlite:///{tmp_path / 'crash.db'}"
+    url: str = request.getfixturevalue("pg_database")
+    return url
 
 
 async def test_kill_9_mid_load_loses_no_acknowledged_decision(

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,34 +15,6 @@ from websockets.asyncio.client import connect
 
 from signoff.server.app import API
 from tests.serving import Server, bearer, free_port, start_server
-
-PG = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-
-async def _admin_execute(sql: str) -> None:
-    import asyncpg
-
-    connection = await asyncpg.connect(PG)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
-
-
-@pytest.fixture
-async def pg_database() -> AsyncIterator[str]:
-    """A fresh, empty PostgreSQL database for one test; its URL."""
-    try:
-        await _admin_execute("SELECT 1")
-    except Exception as exc:
-        reason = f"PostgreSQL at {PG} is not reachable ({exc}); set SIGNOFF_TEST_PG"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    name = f"signoff_mn_{uuid.uuid4().hex[:10]}"
-    await _admin_execute(f'CREATE DATABASE "{name}"')
-    yield PG.rsplit("/", 1)[0] + f"/{name}"
-    await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -22,20 +22,12 @@ from signoff.store.base import (
     Write,
 )
 from signoff.store.postgres_migrations import SCHEMA_VERSION
-from tests.conftest import drop_schema, new_schema, postgres_dsn
+from tests.conftest import drop_schema, new_schema, pg_execute, postgres_dsn
 from tests.store.test_store_suite import T0, approval, insert
 
 asyncpg = pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
 from signoff.store.postgres import EVENTS_CHANNEL, PostgresStore  # noqa: E402
-
-
-async def _execute(dsn: str, sql: str) -> None:
-    connection = await asyncpg.connect(dsn)
-    try:
-        await connection.execute(sql)
-    finally:
-        await connection.close()
 
 
 @pytest.fixture
@@ -60,18 +52,6 @@ async def two(pg: tuple[str, str]) -> AsyncIterator[tuple[PostgresStore, Postgre
     finally:
         await a.close()
         await b.close()
-
-
-@pytest.fixture
-async def own_database() -> AsyncIterator[str]:
-    """A fresh database of its own (NOTIFY reaches a whole database); its DSN."""
-    dsn = await postgres_dsn()
-    name = new_schema()
-    await _execute(dsn, f"CREATE DATABASE {name}")
-    try:
-        yield dsn.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        await _execute(dsn, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 async def test_migrations_are_idempotent_and_concurrent_opens_agree(pg: tuple[str, str]) -> None:
@@ -117,7 +97,7 @@ async def test_newer_schema_is_refused(pg: tuple[str, str]) -> None:
     store = PostgresStore(dsn, schema=schema)
     await store.open()
     await store.close()
-    await _execute(dsn, f"UPDATE {schema}.schema_version SET version = {SCHEMA_VERSION + 1}")
+    await pg_execute(f"UPDATE {schema}.schema_version SET version = {SCHEMA_VERSION + 1}", dsn)
     with pytest.raises(StoreUnavailable, match="upgrade signoff") as caught:
         await PostgresStore(dsn, schema=schema).open()
     assert "\n" not in str(caught.value)
@@ -195,11 +175,11 @@ async def test_duplicate_submit_on_two_servers_names_the_first(
     assert await b.last_event_seq() == 2
 
 
-async def test_commit_notifies_listeners_with_the_last_seq(own_database: str) -> None:
+async def test_commit_notifies_listeners_with_the_last_seq(pg_database: str) -> None:
     """A commit with events NOTIFYs its last seq; writes without events, or failing, do not."""
-    store = PostgresStore(own_database)
+    store = PostgresStore(pg_database)
     await store.open()
-    listener = await asyncpg.connect(own_database)
+    listener = await asyncpg.connect(pg_database)
     got: asyncio.Queue[str] = asyncio.Queue()
     await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
     try:
@@ -269,7 +249,7 @@ async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
     try:
         await store.commit(insert(approval()))
         pid = await store._pool.fetchval("SELECT pg_backend_pid()")  # the pool's one connection
-        await _execute(dsn, f"SELECT pg_terminate_backend({int(pid)})")
+        await pg_execute(f"SELECT pg_terminate_backend({int(pid)})", dsn)
         outcomes: list[object] = []
         for _ in range(3):
             try:
