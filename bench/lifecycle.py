@@ -23,6 +23,7 @@ from pathlib import Path
 from signoff.bus.local import LocalBus
 from signoff.domain.principals import Principal
 from signoff.service import Service
+from signoff.store.base import Store
 from signoff.store.sqlite import SQLiteStore
 
 AGENT = Principal(name="bench-agent", role="agent")
@@ -101,9 +102,9 @@ async def one_lifecycle(service: Service, n: int) -> None:
     assert done.status == "completed"
 
 
-async def through_service(path: Path, lifecycles: int, concurrency: int) -> float:
-    """Lifecycles per second through the service, ``concurrency`` callers at a time."""
-    service = Service(SQLiteStore(path), bus=LocalBus(), read_file=None)
+async def through_service(store: Store, lifecycles: int, concurrency: int) -> float:
+    """Lifecycles per second through the service on ``store``, ``concurrency`` at a time."""
+    service = Service(store, bus=LocalBus(), read_file=None)
     async with service:
         counter = iter(range(lifecycles))
 
@@ -127,9 +128,13 @@ def main() -> None:
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = plain_sqlite(Path(tmp) / "plain.db", opts.lifecycles)
-        serial = asyncio.run(through_service(Path(tmp) / "serial.db", opts.lifecycles // 4, 1))
+        serial = asyncio.run(
+            through_service(SQLiteStore(Path(tmp) / "serial.db"), opts.lifecycles // 4, 1)
+        )
         batched = asyncio.run(
-            through_service(Path(tmp) / "batched.db", opts.lifecycles, opts.concurrency)
+            through_service(
+                SQLiteStore(Path(tmp) / "batched.db"), opts.lifecycles, opts.concurrency
+            )
         )
     print(f"plain sqlite3 loop (same writes, one txn per step): {base:9.1f} lifecycles/s")
     print(

@@ -24,10 +24,8 @@ from pathlib import Path
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle import ARGS, one_lifecycle
+from lifecycle import ARGS, through_service
 
-from signoff.bus.local import LocalBus
-from signoff.service import Service
 from signoff.store.postgres import PostgresStore
 
 DEFAULT_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -103,31 +101,16 @@ async def plain_asyncpg(url: str, lifecycles: int) -> float:
     return lifecycles / elapsed
 
 
-async def through_service(url: str, lifecycles: int, concurrency: int) -> float:
-    """Lifecycles per second through the service on PostgreSQL, ``concurrency`` at a time."""
-    service = Service(PostgresStore(url), bus=LocalBus(), read_file=None)
-    async with service:
-        counter = iter(range(lifecycles))
-
-        async def worker() -> None:
-            for n in counter:
-                await one_lifecycle(service, n)
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - start
-        report = await service.verify_audit()
-        assert report.ok, report
-    return lifecycles / elapsed
-
-
 async def run(opts: argparse.Namespace) -> None:
     """Measure all three on fresh databases and print them with their ratios."""
     figures: dict[str, float] = {}
     measures: list[tuple[str, Callable[[str], Awaitable[float]]]] = [
         ("plain", lambda url: plain_asyncpg(url, opts.lifecycles)),
-        ("serial", lambda url: through_service(url, opts.lifecycles // 4, 1)),
-        ("batched", lambda url: through_service(url, opts.lifecycles, opts.concurrency)),
+        ("serial", lambda url: through_service(PostgresStore(url), opts.lifecycles // 4, 1)),
+        (
+            "batched",
+            lambda url: through_service(PostgresStore(url), opts.lifecycles, opts.concurrency),
+        ),
     ]
     for label, measure in measures:
         url = await fresh_database(opts.dsn)
