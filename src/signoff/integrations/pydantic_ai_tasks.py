@@ -210,15 +210,8 @@ class TaskRunner:
                             "the server stopped during this call; whether it finished is "
                             "unknown, so it is not run again",
                         )  # fmt: skip
-            failed = task.model_copy(
-                update={
-                    "status": "Failed", "error": reason,
-                    "history": (*task.history, HistoryItem(
-                        kind="error", at=self.service.clock(), text=reason)),
-                }
-            )  # fmt: skip
             with contextlib.suppress(VersionConflict):
-                await self._save(failed, task)
+                await self._fail(task, reason)
         for task in await self.service.store.list_tasks(status="Paused", limit=10_000):
             if task.agent in self.agents:
                 await self._spawn_continue(task.id)
@@ -369,8 +362,9 @@ class TaskRunner:
         messages = ModelMessagesTypeAdapter.validate_json(task.messages)
         return await self._advance(running, agent, prompt=None, messages=messages, results=results)
 
-    async def _fail(self, task: Task, exc: BaseException) -> Task:
-        text = f"{type(exc).__name__}: {exc}"
+    async def _fail(self, task: Task, why: BaseException | str) -> Task:
+        """Store ``task`` Failed, with why (an error or a reason) in its error and history."""
+        text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
         failed = task.model_copy(
             update={
                 "status": "Failed", "error": text,
