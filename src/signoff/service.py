@@ -488,7 +488,7 @@ class Service:
         """Stop a token authenticating anyone, and end the inbox sessions signed in with it."""
         if principal.role != "admin":
             raise NotAllowed(f"{principal.name} is an {principal.role} and may not revoke tokens")
-        record = next((t for t in await self.store.list_tokens() if t.id == token_id), None)
+        record = await self.store.get_token(token_id)
         if record is None:
             raise TokenNotFound(token_id)
         if record.revoked_at is not None:

@@ -211,7 +211,7 @@ async def test_due_requests_are_pending_and_past_expiry(store: Store) -> None:
 
 
 async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
-    """Grants and tokens are stored, found and replaced by id."""
+    """Grants and tokens are stored, found (tokens by hash and by id) and replaced by id."""
     grant = Grant(
         id="grt_1", scope="session", tool_name="shell", session_id="s1", requested_by="agent",
         created_by="alice", created_at=T0, expires_at=T0 + timedelta(hours=1),
@@ -227,6 +227,8 @@ async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
     assert await store.list_grants() == [revoked]
     assert await store.find_token("ab" * 32) == token
     assert await store.find_token("cd" * 32) is None
+    assert await store.get_token("tok_1") == token
+    assert await store.get_token("tok_2") is None
     assert await store.list_tokens() == [token]
 
 

@@ -184,6 +184,9 @@ class Store(Protocol):
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""
 
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, or None."""
+
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
 

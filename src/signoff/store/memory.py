@@ -219,6 +219,10 @@ class MemoryStore:
         """The token with this hash, or None."""
         return next((t for t in self._tokens.values() if t.token_hash == token_hash), None)
 
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, or None."""
+        return self._tokens.get(token_id)
+
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
         return sorted(self._tokens.values(), key=lambda t: (t.created_at, t.id))

@@ -295,6 +295,11 @@ class PostgresStore:
         row = await self._fetchrow("SELECT data FROM tokens WHERE token_hash = $1", token_hash)
         return TokenRecord.model_validate_json(row[0]) if row else None
 
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, or None."""
+        row = await self._fetchrow("SELECT data FROM tokens WHERE id = $1", token_id)
+        return TokenRecord.model_validate_json(row[0]) if row else None
+
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
         rows = await self._fetch("SELECT data FROM tokens ORDER BY created_us, id")

@@ -399,6 +399,15 @@ class SQLiteStore:
 
         return self._lookup(q)
 
+    async def get_token(self, token_id: str) -> TokenRecord | None:
+        """The token with this id, or None."""
+
+        def q(conn: sqlite3.Connection) -> TokenRecord | None:
+            row = conn.execute("SELECT data FROM tokens WHERE id = ?", (token_id,)).fetchone()
+            return TokenRecord.model_validate_json(row[0]) if row else None
+
+        return self._lookup(q)
+
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
 

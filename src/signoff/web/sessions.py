@@ -85,7 +85,7 @@ async def read_session(
     age = (now if now is not None else time.time()) - int(issued)
     if not 0 <= age <= SESSION_MAX_AGE:
         return None
-    record = next((t for t in await service.store.list_tokens() if t.id == token_id), None)
+    record = await service.store.get_token(token_id)
     if record is None or record.revoked_at is not None or record.role not in DECIDER_ROLES:
         return None
     fields = f"{token_id}|{issued}|{nonce}"
