@@ -93,6 +93,12 @@ def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
+def _with_note(result: object, note: str) -> str:
+    """A tool's result as text, with ``note`` appended for the model."""
+    text = result if isinstance(result, str) else _json(to_jsonable_python(result))
+    return f"{text}\n\n{note}"
+
+
 def _validators(agent: Any) -> dict[str, SchemaValidator]:
     """Each function tool's argument validator, by tool name."""
     found: dict[str, SchemaValidator] = {}
@@ -371,10 +377,7 @@ class SignoffGate(AbstractCapability[Any]):
         await self.backend.claim(request_id, call.args_as_dict())
         result = await self._execute(request_id, args, handler)
         note = ours.get("note")
-        if note:
-            text = result if isinstance(result, str) else _json(to_jsonable_python(result))
-            return f"{text}\n\n{note}"
-        return result
+        return _with_note(result, note) if note else result
 
     async def _execute(
         self, request_id: str, args: Any, handler: Callable[[Any], Awaitable[Any]]
@@ -398,10 +401,8 @@ class SignoffGate(AbstractCapability[Any]):
     ) -> Any:
         request = await self._submit(call, verdict)
         request = await wait_decided(self.backend, request.id, time.monotonic() + self.timeout)
-        if not isinstance(request, ApprovalRequest) or request.status != "approved":
-            if isinstance(request, ApprovalRequest) and request.status != "approved":
-                return f"Not run. {denial(request)}"
-            return f"Not run: request {request.status}."
+        if request.status != "approved" or not isinstance(request, ApprovalRequest):
+            return f"Not run. {denial(request)}"
         approved = dict(request.approved_args or call.args_as_dict())
         validator = _validators(ctx.agent).get(call.tool_name)
         if validator is None:
@@ -418,8 +419,7 @@ class SignoffGate(AbstractCapability[Any]):
         result = await self._execute(request.id, validated, handler)
         if approved != call.args_as_dict():
             note = f"Note: a person edited the arguments; it ran with {_json(approved)}."
-            text = result if isinstance(result, str) else _json(to_jsonable_python(result))
-            return f"{text}\n\n{note}"
+            return _with_note(result, note)
         return result
 
     async def _queue(self, call: ToolCallPart, verdict: PolicyDecision) -> str:
