@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from signoff.cli import admin, chat, demo, inbox, policy, requests, serve, webhooks, worker
+from signoff.cli import (
+    admin,
+    chat,
+    demo,
+    inbox,
+    mcp,
+    policy,
+    requests,
+    serve,
+    webhooks,
+    worker,
+)
 
 __all__ = ["app"]
 
@@ -25,3 +36,4 @@ demo.register(app)
 worker.register(app)
 chat.register(app)
 inbox.register(app)
+mcp.register(app)

@@ -76,13 +76,18 @@ def local_principal() -> Principal:
 
 @asynccontextmanager
 async def open_service(
-    db: str | None, *, follow: bool = False, since: int | None = None
+    db: str | None,
+    *,
+    follow: bool = False,
+    since: int | None = None,
+    policy: Policy | None = None,
 ) -> AsyncIterator[Service]:
-    """The service on ``--db`` with the tools.toml policy.
+    """The service on ``--db`` with ``policy`` (default: the tools.toml files).
 
     ``follow`` also publishes events other processes write, from ``since`` (a seq) if given.
     """
-    service = Service(open_store(db or default_db_url()), policy=Policy.load())
+    chosen = policy if policy is not None else Policy.load()
+    service = Service(open_store(db or default_db_url()), policy=chosen)
     await service.open()
     follower = follower_for(service.store, service.bus) if follow else None
     try:

@@ -255,6 +255,11 @@ class Policy:
 
     def evaluate(self, tool_name: str, args: Mapping[str, object]) -> PolicyDecision:
         """The verdict on calling ``tool_name`` with ``args``."""
+        explicit = self.explicit(tool_name, args)
+        return explicit if explicit is not None else self.fallback()
+
+    def explicit(self, tool_name: str, args: Mapping[str, object]) -> PolicyDecision | None:
+        """The verdict of a rule or ``need_approval`` glob naming this call; None if none does."""
         for f in self.files:
             for n, rule in enumerate(f.rules):
                 if rule.matches(tool_name, args):
@@ -274,6 +279,10 @@ class Policy:
                         rule=f'need_approval "{glob}"',
                         governance=self._governance(None),
                     )
+        return None
+
+    def fallback(self) -> PolicyDecision:
+        """The verdict on a call no rule or glob names: a ``default``, else allow or ask."""
         for f in self.files:
             if f.default is not None:
                 return PolicyDecision(

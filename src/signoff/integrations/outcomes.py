@@ -11,8 +11,8 @@ import json
 import time
 
 from signoff.backends import Backend
-from signoff.domain.decisions import Choose, Reject
-from signoff.domain.requests import ChoiceRequest, Request
+from signoff.domain.decisions import Answer, Approve, Choose, Reject
+from signoff.domain.requests import ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidTransition
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "declined",
     "denial",
     "edit_note",
+    "questions_result",
     "wait_decided",
 ]
 
@@ -103,4 +104,29 @@ def choice_result(request: Request) -> str | list[str]:
             return chosen if request.multi_select else chosen[0]
     if request.status == "rejected" and record is not None:
         return declined("The person declined to choose.", record.decision)
+    return NO_ANSWER
+
+
+def questions_result(request: Request) -> str:
+    """What the model is told about a settled ``questions`` request: finish, continue or stop."""
+    if not isinstance(request, QuestionsRequest):
+        raise TypeError(f"expected a questions request, got a {request.kind} request")
+    record = request.decision
+    if request.status == "approved" and record is not None:
+        decision = record.decision
+        if isinstance(decision, Approve):
+            return "The person approved. Finish the task now; do not ask them again."
+        if isinstance(decision, Answer):
+            lines = ["The person answered. Continue the task using their reply."]
+            if decision.feedback:
+                lines.append(f"Feedback: {decision.feedback}")
+            for question in request.questions:
+                answer = decision.answers.get(question.id, "").strip()
+                lines.append(f"Q: {question.text}")
+                lines.append(f"A: {answer or '(no answer)'}")
+            return "\n".join(lines)
+    if request.status == "rejected" and record is not None:
+        return declined(
+            "The person rejected this. Stop the task and do not continue.", record.decision
+        )
     return NO_ANSWER

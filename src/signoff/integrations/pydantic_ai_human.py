@@ -31,12 +31,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from signoff.backends import Backend, as_backend
-from signoff.domain.decisions import Answer, Approve
 from signoff.domain.principals import Principal
-from signoff.domain.requests import QuestionsRequest, Request
+from signoff.domain.requests import Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import InvalidRequest, InvalidTransition
-from signoff.integrations.outcomes import NO_ANSWER, choice_result, declined
+from signoff.integrations.outcomes import NO_ANSWER, choice_result, questions_result
 from signoff.service import Service, validation_message
 
 if TYPE_CHECKING:
@@ -144,31 +143,6 @@ def human_toolset(
         return questions_result(request)
 
     return toolset
-
-
-def questions_result(request: Request) -> str:
-    """What the model is told about a settled ``questions`` request: finish, continue or stop."""
-    if not isinstance(request, QuestionsRequest):
-        raise TypeError(f"expected a questions request, got a {request.kind} request")
-    record = request.decision
-    if request.status == "approved" and record is not None:
-        decision = record.decision
-        if isinstance(decision, Approve):
-            return "The person approved. Finish the task now; do not ask them again."
-        if isinstance(decision, Answer):
-            lines = ["The person answered. Continue the task using their reply."]
-            if decision.feedback:
-                lines.append(f"Feedback: {decision.feedback}")
-            for question in request.questions:
-                answer = decision.answers.get(question.id, "").strip()
-                lines.append(f"Q: {question.text}")
-                lines.append(f"A: {answer or '(no answer)'}")
-            return "\n".join(lines)
-    if request.status == "rejected" and record is not None:
-        return declined(
-            "The person rejected this. Stop the task and do not continue.", record.decision
-        )
-    return NO_ANSWER
 
 
 def _seconds(asked: float | None, limit: float) -> float:

@@ -1,0 +1,277 @@
+"""``signoff mcp-proxy`` and ``signoff mcp-server``: signoff for any MCP client.
+
+``mcp-proxy -- COMMAND ARGS...`` wraps a stdio MCP server so that its risky tool calls
+wait for a person (see :mod:`signoff.integrations.mcp_proxy`); ``mcp-server`` offers
+signoff's own ask-a-person tools (see :mod:`signoff.integrations.mcp_server`). Both speak
+MCP on stdin/stdout, as desktop clients launch them, or with ``--http`` on streamable HTTP
+behind a bearer token. Nothing but MCP is ever written to stdout; messages go to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from signoff.backends import Backend, LocalBackend
+from signoff.cli.backend import ServerOption, TokenOption
+from signoff.cli.context import DbOption, err_console, fail, local_principal, open_service, run
+from signoff.domain.policies import Policy, PolicyFile
+from signoff.domain.principals import Principal
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+
+__all__ = ["mcp_proxy", "mcp_server", "register"]
+
+HoldOption = Annotated[
+    float,
+    typer.Option(
+        "--hold",
+        min=1,
+        max=600,
+        help="Seconds a call waits for a person before it returns a request id to wait on "
+        "with signoff_await (MCP clients give up on long calls).",
+    ),
+]
+SessionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        help="Session id the requests are filed under (default: a new one per start).",
+        show_default=False,
+    ),
+]
+HttpOption = Annotated[
+    bool,
+    typer.Option("--http", help="Serve streamable HTTP at /mcp instead of stdio."),
+]
+HostOption = Annotated[str, typer.Option("--host", help="With --http: address to listen on.")]
+PortOption = Annotated[int, typer.Option("--port", help="With --http: port to listen on.")]
+HttpTokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--http-token",
+        envvar="SIGNOFF_MCP_TOKEN",
+        help="With --http: the bearer token clients must send (default: a new one, "
+        "printed to stderr).",
+        show_default=False,
+    ),
+]
+NameOption = Annotated[
+    str,
+    typer.Option(
+        "--agent-name",
+        help="On --db: the agent the requests are filed as.",
+    ),
+]
+
+
+@asynccontextmanager
+async def _filer(
+    db: str | None,
+    server: str | None,
+    token: str | None,
+    agent_name: str,
+    policy: Policy | None,
+) -> AsyncIterator[tuple[Backend, Backend | None, Callable[[str], Backend] | None]]:
+    """The agent backend, the local person's backend (on --db), and a maker for tokens."""
+    if server is None:
+        async with open_service(db, follow=True, policy=policy) as service:
+            yield (
+                LocalBackend(service, Principal(name=agent_name, role="agent")),
+                LocalBackend(service, local_principal()),
+                None,
+            )
+        return
+    if db is not None:
+        fail("give either --db or --server, not both")
+    if not token:
+        fail("--server needs --token (or SIGNOFF_TOKEN): the agent token requests are filed with")
+    try:
+        from signoff.client import AsyncClient
+    except ImportError:
+        fail("--server needs the HTTP client: pip install 'signoff[server]'")
+    async with AsyncClient(server, token) as client:
+        yield client, None, lambda other: AsyncClient(server, other)
+
+
+async def _serve(
+    mcp_server: Server[Any], *, http: bool, host: str, port: int, http_token: str | None
+) -> None:
+    from signoff.integrations.mcp import serve_http, serve_stdio
+
+    if not http:
+        await serve_stdio(mcp_server)
+        return
+    token = http_token or "so_mcp_" + secrets.token_urlsafe(32)
+
+    async def ready() -> None:
+        err_console.print(f"MCP endpoint: http://{host}:{port}/mcp", markup=False)
+        if not http_token:
+            err_console.print(f"bearer token: {token}", markup=False)
+
+    await serve_http(mcp_server, host=host, port=port, token=token, on_ready=ready)
+
+
+def _session(given: str | None, prefix: str) -> str:
+    return given or f"{prefix}-{secrets.token_hex(4)}"
+
+
+def mcp_proxy(
+    command: Annotated[
+        list[str],
+        typer.Argument(
+            help="The MCP server to wrap and its arguments, after --.",
+            metavar="-- COMMAND [ARGS]...",
+            show_default=False,
+        ),
+    ],
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="tools.toml to use (default: the project's .signoff/tools.toml over the "
+            "global one).",
+            show_default=False,
+        ),
+    ] = None,
+    ignore_hints: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-hints",
+            help="Do not let the server's readOnlyHint / destructiveHint annotations decide "
+            "tools no rule names.",
+        ),
+    ] = False,
+    elicit: Annotated[
+        bool,
+        typer.Option(
+            "--elicit/--no-elicit",
+            help="Also ask approve / reject in MCP clients that support elicitation.",
+        ),
+    ] = True,
+    approver_token: Annotated[
+        str | None,
+        typer.Option(
+            "--approver-token",
+            help="With --server: the person's token that answers given in the MCP client "
+            "are recorded as (without it, the client is not asked).",
+            show_default=False,
+        ),
+    ] = None,
+    hold: HoldOption = 50.0,
+    session: SessionOption = None,
+    http: HttpOption = False,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8765,
+    http_token: HttpTokenOption = None,
+    agent_name: NameOption = "mcp-proxy",
+    db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Wrap an MCP server so that its risky tool calls wait for a person's approval."""
+    try:
+        from mcp import StdioServerParameters
+
+        from signoff.integrations.mcp_proxy import HintedPolicy, McpProxy, Upstream, UpstreamDown
+    except ImportError:
+        fail("signoff mcp-proxy needs the MCP SDK: pip install 'signoff[mcp]'")
+    if not command:
+        fail("name the MCP server to wrap after --, e.g. signoff mcp-proxy -- npx server-x")
+    if shutil.which(command[0]) is None:
+        fail(f"cannot run {command[0]!r}: no such command")
+    base = Policy([PolicyFile.read(policy_file)]) if policy_file is not None else Policy.load()
+    policy = HintedPolicy(base, trust_hints=not ignore_hints)
+    params = StdioServerParameters(
+        command=command[0], args=command[1:], env=dict(os.environ), cwd=os.getcwd()
+    )
+
+    async def go() -> None:
+        upstream = Upstream(params)
+        async with _filer(db, server, token, agent_name, policy) as (agent, person, maker):
+            approver: Backend | None = person
+            closer: Callable[[], Awaitable[None]] | None = None
+            if maker is not None and approver_token:
+                remote = maker(approver_token)
+                approver, closer = remote, getattr(remote, "aclose", None)
+            supervisor = asyncio.create_task(upstream.run())
+            try:
+                try:
+                    await upstream.started()
+                except UpstreamDown as exc:
+                    fail(f"cannot start the MCP server {' '.join(command)!r}: {exc}")
+                proxy = McpProxy(
+                    upstream,
+                    agent,
+                    policy,
+                    session_id=_session(session, "mcp-proxy"),
+                    approver=approver if elicit else None,
+                    hold=hold,
+                )
+                await _serve(proxy.server(), http=http, host=host, port=port, http_token=http_token)
+            finally:
+                supervisor.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await supervisor
+                if closer is not None:
+                    await closer()
+
+    run(go)
+
+
+def mcp_server(
+    hold: HoldOption = 50.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=1,
+            help="Seconds a question stays open for a person when the model does not say.",
+        ),
+    ] = 3600.0,
+    session: SessionOption = None,
+    http: HttpOption = False,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8766,
+    http_token: HttpTokenOption = None,
+    agent_name: NameOption = "mcp-agent",
+    db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Serve signoff's ask-a-person tools to any MCP client (choices and questions)."""
+    try:
+        from signoff.integrations.mcp_server import SignoffMcpServer
+    except ImportError:
+        fail("signoff mcp-server needs the MCP SDK: pip install 'signoff[mcp]'")
+
+    async def go() -> None:
+        async with _filer(db, server, token, agent_name, None) as (agent, _, _maker):
+            try:
+                tools = SignoffMcpServer(
+                    agent,
+                    session_id=_session(session, "mcp"),
+                    hold=hold,
+                    default_timeout_s=timeout,
+                )
+            except ValueError as exc:
+                fail(str(exc))
+            await _serve(tools.server(), http=http, host=host, port=port, http_token=http_token)
+
+    run(go)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``mcp-proxy`` and ``mcp-server`` to ``app``."""
+    app.command("mcp-proxy")(mcp_proxy)
+    app.command("mcp-server")(mcp_server)
