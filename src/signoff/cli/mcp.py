@@ -26,6 +26,7 @@ from signoff.cli.backend import ServerOption, TokenOption
 from signoff.cli.context import DbOption, err_console, fail, local_principal, open_service, run
 from signoff.domain.policies import Policy, PolicyFile
 from signoff.domain.principals import Principal
+from signoff.errors import PolicyError
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -190,7 +191,10 @@ def mcp_proxy(
         fail("name the MCP server to wrap after --, e.g. signoff mcp-proxy -- npx server-x")
     if shutil.which(command[0]) is None:
         fail(f"cannot run {command[0]!r}: no such command")
-    base = Policy([PolicyFile.read(policy_file)]) if policy_file is not None else Policy.load()
+    try:
+        base = Policy([PolicyFile.read(policy_file)]) if policy_file else Policy.load()
+    except PolicyError as exc:
+        fail(exc.message)
     policy = HintedPolicy(base, trust_hints=not ignore_hints)
     params = StdioServerParameters(
         command=command[0], args=command[1:], env=dict(os.environ), cwd=os.getcwd()

@@ -103,12 +103,17 @@ def text_result(
     )
 
 
-def waiting_result(request: Request, what: str) -> types.CallToolResult:
-    """The result of a call still waiting for a person: its id, and how to wait again."""
+def waiting_result(request: Request, what: str, *, error: bool = False) -> types.CallToolResult:
+    """The result of a call still waiting for a person: its id, and how to wait again.
+
+    ``error`` marks it ``isError``: a proxied tool's output schema describes its own result,
+    which this is not, and clients check only results that are not errors against it.
+    """
     return text_result(
         f"{what} is waiting for a person's decision, and nobody has decided yet. "
         f"The request id is {request.id}. Nothing has run. To wait for the decision again, "
         f'call the tool {AWAIT_TOOL} with {{"request_id": "{request.id}"}}.',
+        error=error,
         structured={"status": "pending", "request_id": request.id},
     )
 

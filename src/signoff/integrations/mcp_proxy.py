@@ -465,7 +465,7 @@ class McpProxy:
     async def _outcome(self, request: ApprovalRequest) -> types.CallToolResult:
         """What the client gets for a request in its current state."""
         if request.status == "pending":
-            return waiting_result(request, f"The call to {request.tool_name}")
+            return waiting_result(request, f"The call to {request.tool_name}", error=True)
         if request.status == "approved":
             return await self._run_approved(request)
         if request.status == "executing":
