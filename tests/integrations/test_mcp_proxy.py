@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,7 @@ from signoff.server.app import API
 from tests.serving import Server, agent_token, bearer, free_port
 
 CHILD = Path(__file__).with_name("mcp_child.py")
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def calls(log: Path) -> list[dict[str, Any]]:
@@ -392,3 +394,64 @@ def test_bad_invocations_are_one_line_errors(server: Server, args: list[str], me
     assert done.returncode in (2, 3, 64), done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+async def test_the_readmes_desktop_config_works_as_written(
+    server: Server, api: httpx.AsyncClient, log: Path
+) -> None:
+    """The README's mcpServers block, pointed at this server and the test child, runs."""
+    config = json.loads(README.split("```json\n", 1)[1].split("```", 1)[0])
+    entries = config["mcpServers"]
+    assert set(entries) == {"filesystem", "ask-a-person"}
+    admin = server.admin_token
+    assert admin is not None
+    env = {**server.env, "SIGNOFF_URL": server.base, "SIGNOFF_TOKEN": agent_token(server)}
+    proxy_entry = entries["filesystem"]
+    args = [a.replace("so_YOUR_APPROVER_TOKEN", admin) for a in proxy_entry["args"]]
+    args = [*args[: args.index("--") + 1], sys.executable, str(CHILD), str(log)]
+    assert set(proxy_entry["env"]) == {"SIGNOFF_URL", "SIGNOFF_TOKEN"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "signoff", *args], env=env)
+    async with Client(params, cache=None) as client:
+        call = asyncio.create_task(client.call_tool("delete_file", {"path": "/tmp/e"}))
+        request = await pending_request(api)
+        await decide(api, request["id"], {"type": "approve"})
+        assert text(await call) == "deleted /tmp/e"
+    asker = entries["ask-a-person"]
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "signoff", *asker["args"]], env=env
+    )
+    async with Client(params, cache=None) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+    assert names == {"human_intervention_request", "request_human_input", "signoff_await"}
+
+
+async def test_on_a_local_database_the_service_keeps_the_hint_default(
+    tmp_path: Path, log: Path
+) -> None:
+    """On --db, a destructiveHint tool that need_approval does not list still waits for a
+    person (the service applies the same hinted policy), and `signoff approve` runs it."""
+    policy = tmp_path / "tools.toml"
+    policy.write_text('[tools]\nneed_approval = ["send_email"]\n')
+    db = f"sqlite:///{tmp_path / 'local.db'}"
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    args = [
+        "-m", "signoff", "mcp-proxy", "--db", db, "--policy", str(policy), "--hold", "1",
+        "--no-elicit", "--", sys.executable, str(CHILD), str(log),
+    ]  # fmt: skip
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
+    async with Client(params, cache=None) as client:
+        first = await client.call_tool("delete_file", {"path": "/tmp/f"})
+        assert first.is_error and first.structured_content is not None
+        request_id = first.structured_content["request_id"]
+        assert calls(log) == []
+        approve = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "signoff", "approve", request_id, "--db", db],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert approve.returncode == 0, approve.stderr
+        done = await client.call_tool("signoff_await", {"request_id": request_id})
+        assert text(done) == "deleted /tmp/f"
+        unlisted = await client.call_tool("send_email", {"to": "a", "body": "b"})
+        assert unlisted.is_error and unlisted.structured_content is not None
+    assert calls(log) == [{"tool": "delete_file", "args": {"path": "/tmp/f"}}]
