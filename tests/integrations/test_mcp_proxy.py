@@ -455,3 +455,38 @@ async def test_on_a_local_database_the_service_keeps_the_hint_default(
         unlisted = await client.call_tool("send_email", {"to": "a", "body": "b"})
         assert unlisted.is_error and unlisted.structured_content is not None
     assert calls(log) == [{"tool": "delete_file", "args": {"path": "/tmp/f"}}]
+
+
+READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+DESTRUCTIVE = types.ToolAnnotations(destructive_hint=True)
+BOTH = types.ToolAnnotations(read_only_hint=True, destructive_hint=True)
+
+
+@pytest.mark.parametrize(
+    ("toml", "hints", "verdict"),
+    [
+        ("", READ_ONLY, "allow"),
+        ("", DESTRUCTIVE, "ask"),
+        ("", None, "ask"),
+        ("", BOTH, "ask"),
+        ('[[rules]]\ntool = "t"\naction = "ask"\n', READ_ONLY, "ask"),
+        ('[[rules]]\ntool = "t"\naction = "deny"\n', READ_ONLY, "deny"),
+        ('[[rules]]\ntool = "t"\naction = "allow"\n', DESTRUCTIVE, "allow"),
+        ('[tools]\ndefault = "allow"\n', DESTRUCTIVE, "ask"),
+        ('[tools]\nneed_approval = ["x"]\n', DESTRUCTIVE, "ask"),
+        ('[tools]\nneed_approval = ["t"]\n', READ_ONLY, "ask"),
+    ],
+)
+def test_hinted_policy_puts_rules_first_and_hints_before_defaults(
+    toml: str, hints: types.ToolAnnotations | None, verdict: str
+) -> None:
+    """Rules and need_approval beat annotations; annotations beat defaults; both hints: ask."""
+    from signoff.domain.policies import Policy
+    from signoff.integrations.mcp_proxy import HintedPolicy
+
+    policy = HintedPolicy(Policy.from_toml(toml))
+    if hints is not None:
+        policy.hints["t"] = hints
+    assert policy.evaluate("t", {}).verdict == verdict
+    policy.trust_hints = False
+    assert policy.evaluate("t", {}).verdict == Policy.from_toml(toml).evaluate("t", {}).verdict

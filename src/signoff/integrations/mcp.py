@@ -80,7 +80,6 @@ def await_tool() -> types.Tool:
             "required": ["request_id"],
             "additionalProperties": False,
         },
-        annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
 
 
