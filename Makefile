@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/server.py
 	$(BIN)/python bench/lifecycle_pg.py  # needs PostgreSQL (SIGNOFF_TEST_PG)
 	$(BIN)/python bench/nodes_pg.py
+	$(BIN)/python bench/pending_scale_pg.py
+	$(BIN)/python bench/pause_resume.py  # LangGraph interrupt() on SQLite and PostgreSQL
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
