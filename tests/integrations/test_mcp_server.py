@@ -310,6 +310,28 @@ async def test_signoff_await_on_an_unknown_or_missing_id_is_a_tool_error(server:
         assert len((await client.list_tools()).tools) == 3
 
 
+async def test_signoff_await_refuses_a_tool_call_request_at_once(server: Server) -> None:
+    """A tool-call request's id is refused at once (only mcp-proxy runs those), no hold."""
+    token = agent_token(server)
+    async with httpx.AsyncClient(base_url=server.base, headers=bearer(token)) as http:
+        made = await http.post(
+            f"{API}/requests", json={"session_id": "s", "tool_name": "shell", "tool_args": {}}
+        )
+        assert made.status_code == 201, made.text
+        request_id = made.json()["id"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=server_args(server.base, token, "--hold", PROMPT_HOLD),
+        env=server.env,
+    )
+    async with Client(params, mode="auto", cache=None) as client:
+        started = asyncio.get_running_loop().time()
+        refused = await client.call_tool(AWAIT, {"request_id": request_id})
+        waited = asyncio.get_running_loop().time() - started
+    assert refused.is_error and "only signoff mcp-proxy runs those" in text(refused)
+    assert waited < float(PROMPT_HOLD), "it must not sit out the hold first"
+
+
 BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     (ASK, {"prompt": "Pick"}, "choice requests need at least one option"),
     (ASK, {"prompt": "Pick", "options": []}, "choice requests need at least one option"),

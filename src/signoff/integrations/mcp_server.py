@@ -50,6 +50,8 @@ __all__ = ["ASK_TOOL", "INPUT_TOOL", "SignoffMcpServer"]
 ASK_TOOL = "human_intervention_request"
 INPUT_TOOL = "request_human_input"
 
+_NOT_OURS = "{id} is a tool call request; only signoff mcp-proxy runs those."
+
 DEFAULT_TIMEOUT_S = 3600.0
 """How long a request stays open for a person when the model does not say."""
 
@@ -107,6 +109,8 @@ class SignoffMcpServer:
                 }
             elif params.name == AWAIT_TOOL:
                 request = await self.backend.get(held_request_id(args))
+                if request.kind == "approval":
+                    return text_result(_NOT_OURS.format(id=request.id), error=True)
                 return await self._settle(request)
             else:
                 return text_result(f"There is no tool named {params.name!r}.", error=True)
@@ -151,10 +155,7 @@ class SignoffMcpServer:
             return text_result(chosen, structured=structured)
         if isinstance(request, QuestionsRequest):
             return text_result(questions_result(request))
-        return text_result(
-            f"{request.id} is a tool call request; only signoff mcp-proxy runs those.",
-            error=True,
-        )
+        return text_result(_NOT_OURS.format(id=request.id), error=True)
 
 
 def _known(args: dict[str, Any], names: set[str]) -> None:
