@@ -12,9 +12,11 @@ transaction, so listeners elsewhere wake exactly when it commits.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
@@ -64,6 +66,20 @@ _FAILURES = (
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,  # e.g. BEGIN on a connection the server has just dropped
 )
+# What a connection that is gone raises (a restart, a failover, pg_terminate_backend, a
+# proxy's idle cut). Whatever it had not committed was rolled back with it, so the same work
+# may run again, on a new connection: see PostgresStore._renew.
+_LOST = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+)
+
+_T = TypeVar("_T")
 
 _REQUEST_COLUMNS = (
     "kind, status, session_id, tool_name, tool_call_id, requested_by, idempotency_key, "
@@ -85,6 +101,18 @@ def _where(dsn: str) -> str:
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection is gone (a timeout says the database is slow)."""
+    return isinstance(exc, _LOST) and not isinstance(exc, TimeoutError)
+
+
+async def _release(pool: Any, conn: Any) -> None:
+    # A failed release (the reset query on a connection that has just died) has already
+    # terminated the connection; the work done on it stands as it is, committed or not.
+    with contextlib.suppress(*_FAILURES):
+        await pool.release(conn)
 
 
 class PostgresStore:
@@ -182,32 +210,63 @@ class PostgresStore:
             raise StoreUnavailable("the store is not open")
         return self._pool
 
+    async def _renew(self, pool: Any) -> None:
+        """After a lost connection: the pool's other connections are replaced before reuse.
+
+        Whatever cut one connection (a restart, a failover, pg_terminate_backend) has
+        usually cut them all, and one the client has not yet seen close looks idle and
+        healthy: handed out again, it fails too ("another operation is in progress").
+        """
+        await pool.expire_connections()
+
+    async def _read(self, read: Callable[[Any], Awaitable[_T]]) -> _T:
+        """Run ``read`` on the pool; once more, on a new connection, if its connection was lost."""
+        for attempt in range(2):
+            pool = self._open_pool()
+            try:
+                return await read(pool)
+            except _FAILURES as exc:
+                if attempt == 0 and _lost(exc):
+                    await self._renew(pool)
+                    continue  # a read is safe to repeat
+                raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+        raise AssertionError("unreachable")
+
     async def _fetch(self, sql: str, *args: object) -> list[Any]:
-        pool = self._open_pool()
-        try:
-            return list(await pool.fetch(sql, *args))
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+        return list(await self._read(lambda pool: pool.fetch(sql, *args)))
 
     async def _fetchrow(self, sql: str, *args: object) -> Any:
-        pool = self._open_pool()
-        try:
-            return await pool.fetchrow(sql, *args)
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+        return await self._read(lambda pool: pool.fetchrow(sql, *args))
 
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
-        """Apply ``write`` in one transaction."""
-        pool = self._open_pool()
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                return await _apply(conn, write)
-        except SignoffError:
-            raise
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
+        """Apply ``write`` in one transaction.
+
+        A connection lost before COMMIT was sent took the transaction with it, so the write
+        is tried once more on another connection. One lost while COMMIT was on its way may
+        or may not have committed: that fails as StoreUnavailable, never tried twice.
+        """
+        for attempt in range(2):
+            pool = self._open_pool()
+            committing = False
+            try:
+                conn = await pool.acquire()
+                try:
+                    async with conn.transaction():  # COMMIT is sent on leaving the block
+                        committed = await _apply(conn, write)
+                        committing = True
+                finally:
+                    await _release(pool, conn)
+                return committed
+            except SignoffError:
+                raise
+            except _FAILURES as exc:
+                if attempt == 0 and not committing and _lost(exc):
+                    await self._renew(pool)
+                    continue
+                raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
+        raise AssertionError("unreachable")
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
@@ -223,14 +282,14 @@ class PostgresStore:
         idempotency_key: str | None,
     ) -> Request | None:
         """The request the same call or idempotency key created, if any."""
-        pool = self._open_pool()
-        try:
+
+        async def read(pool: Any) -> tuple[str, str] | None:
             async with pool.acquire() as conn:
-                row = await _duplicate_row(
+                return await _duplicate_row(
                     conn, session_id, tool_call_id, requested_by, idempotency_key
                 )
-        except _FAILURES as exc:
-            raise StoreUnavailable(f"cannot read {self._where}: {_one_line(exc)}") from None
+
+        row = await self._read(read)
         return RequestAdapter.validate_json(row[1]) if row else None
 
     async def list_requests(self, query: RequestQuery) -> Page:
