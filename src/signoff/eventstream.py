@@ -2,13 +2,14 @@
 
 A reader that (re)connects with ``since=<seq>`` first gets every stored event after that
 seq, then live events, with no gap and no repeat: the subscription is opened before the
-replay, and live events at or below the last replayed seq are skipped. A reader that
-falls behind the bus is caught up from the log the same way.
+replay, live events at or below the last replayed seq are skipped, and a live event past
+the next expected seq sends the reader back to the log first. A reader that falls behind
+the bus is caught up from the log the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
@@ -33,13 +34,14 @@ async def follow_events(
     since: int | None,
     session_id: str | None,
     heartbeat: float = 15.0,
-) -> AsyncIterator[Event | None]:
+) -> AsyncGenerator[Event | None, None]:
     """Replay after ``since``, then follow live; yields None when a heartbeat is due."""
-    subscription = service.bus.subscribe(session_id=session_id)
+    # Unfiltered, so that a gap in the seqs means an event not here yet, never one filtered out.
+    subscription = service.bus.subscribe()
     try:
         last = since if since is not None else await service.store.last_event_seq()
         while True:
-            while True:  # replay from the stored log (after a reconnect, or after lagging)
+            while True:  # replay from the stored log (after a reconnect, a lag or a gap)
                 batch = await service.store.list_events(after_seq=last, limit=_REPLAY_PAGE)
                 for stored in batch:
                     last = stored.seq
@@ -51,11 +53,18 @@ async def follow_events(
                 live = await subscription.get(timeout=heartbeat)
                 if live is None:
                     yield None
-                elif live.seq > last:
+                elif live.seq == last + 1:
                     last = live.seq
                     if visible_to(live, principal, session_id):
                         yield live
-            subscription.close()
-            subscription = service.bus.subscribe(session_id=session_id)
+                elif live.seq > last:
+                    # Events can reach the bus out of order (another server's come through the
+                    # follower after this one's later commits, and two local commits may
+                    # publish in either order). Seqs are given in commit order, so the missing
+                    # ones are committed already: the log has them.
+                    break
+            if subscription.lagged:
+                subscription.close()
+                subscription = service.bus.subscribe()
     finally:
         subscription.close()

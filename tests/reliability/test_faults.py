@@ -36,16 +36,7 @@ class EventGap(AssertionError):
     """The reader's events are not the log's, once each, in seq order."""
 
 
-OUT_OF_ORDER = pytest.mark.xfail(
-    raises=EventGap,
-    strict=False,
-    reason="eventstream.follow_events drops a live event that reaches the bus after a later "
-    "one (another server's, via the follower, or a commit that returned later); fix pending",
-)
-"""On PostgreSQL only a missed or repeated event is expected to fail, nothing else."""
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=OUT_OF_ORDER)])
+@pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh SQLite file or PostgreSQL database (see ``pg_database``)."""
     if request.param == "sqlite":
@@ -373,7 +364,6 @@ async def kill_connections_and_recover(dsn: str, load: Load) -> None:
     )  # fmt: skip
 
 
-@OUT_OF_ORDER
 async def test_pg_terminate_backend_under_load_heals_without_a_restart(
     pg_database: str, tmp_path: Path
 ) -> None:
