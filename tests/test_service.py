@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from signoff.errors import (
     NotAllowed,
     RequestNotFound,
     SignoffError,
+    StoreUnavailable,
     Unauthenticated,
 )
 from signoff.service import Service
@@ -319,6 +321,31 @@ async def test_sweeper_expires_in_the_background(service: Service, clock: FakeCl
             break
         await asyncio.sleep(0.01)
     await service.stop_sweeper()
+    assert (await service.get(request.id)).status == "expired"
+
+
+async def test_sweeper_outlives_a_store_outage(
+    service: Service, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweeper keeps running through StoreUnavailable and expires once the store is back."""
+    request = await submit(service, expires_in=1)
+    clock.advance(2)
+    real = service.store.due_requests
+    failures = [StoreUnavailable("down"), StoreUnavailable("still down")]
+
+    async def flaky(now: datetime, limit: int) -> list[Request]:
+        if failures:
+            raise failures.pop()
+        return await real(now, limit)
+
+    monkeypatch.setattr(service.store, "due_requests", flaky)
+    service.start_sweeper(interval=0.01)
+    for _ in range(200):
+        if (await service.get(request.id)).status == "expired":
+            break
+        await asyncio.sleep(0.01)
+    await service.stop_sweeper()
+    assert failures == []
     assert (await service.get(request.id)).status == "expired"
 
 

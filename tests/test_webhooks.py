@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from signoff import webhooks
 from signoff.domain.webhooks import MAX_ATTEMPTS, Delivery, verify_signature
-from signoff.errors import InvalidRequest, NotAllowed
+from signoff.errors import InvalidRequest, NotAllowed, StoreUnavailable
 from signoff.service import Service
 from signoff.testing import ADMIN, AGENT, APPROVER, FakeClock
 from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
@@ -132,3 +133,38 @@ async def test_only_admins_manage_webhooks(service: Service, receiver: Receiver)
     assert removed.active is False
     with pytest.raises(InvalidRequest):
         await remove_webhook(service, ADMIN, hook.id)
+
+
+async def test_the_dispatcher_outlives_a_store_outage(
+    service: Service, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """StoreUnavailable while queuing and sending: it waits, goes on, and still delivers."""
+    monkeypatch.setattr(webhooks, "_STORE_RETRY", 0.01)
+    await add_webhook(service, ADMIN, receiver.url)
+    failures = {"list_webhooks": 2, "due_deliveries": 2}
+
+    def flaky(name: str) -> Any:
+        real = getattr(service.store, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if failures[name]:
+                failures[name] -= 1
+                raise StoreUnavailable(f"{name}: the database is restarting")
+            return await real(*args, **kwargs)
+
+        return call
+
+    for name in failures:
+        monkeypatch.setattr(service.store, name, flaky(name))
+    running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
+    await running.start()
+    try:
+        await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+        for _ in range(500):
+            if receiver.received:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await running.stop()
+    assert failures == {"list_webhooks": 0, "due_deliveries": 0}
+    assert [json.loads(body)["type"] for _, body in receiver.received] == ["created"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +50,15 @@ from signoff.errors import (
     NotAllowed,
     RequestNotFound,
     SignoffError,
+    StoreUnavailable,
     TokenNotFound,
     Unauthenticated,
 )
 from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
 
 __all__ = ["SYSTEM", "BatchOutcome", "Service", "Submitted", "read_text_file", "validation_message"]
+
+logger = logging.getLogger("signoff.service")
 
 SYSTEM = Principal(name="system", role="admin")
 """The principal of signoff's own actions (the expiry sweeper)."""
@@ -415,7 +419,10 @@ class Service:
     async def run_sweeper(self, interval: float = 1.0) -> None:
         """Expire overdue requests every ``interval`` seconds, forever."""
         while True:
-            await self.expire_due()
+            try:
+                await self.expire_due()
+            except StoreUnavailable as exc:  # e.g. a database restart: try again next round
+                logger.warning("expiry sweeper: %s", exc.message)
             await asyncio.sleep(interval)
 
     def start_sweeper(self, interval: float = 1.0) -> None:

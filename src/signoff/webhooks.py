@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import secrets
 from typing import Any
 
@@ -28,7 +29,13 @@ from signoff.domain.webhooks import (
     new_webhook_id,
     sign,
 )
-from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, SignoffError
+from signoff.errors import (
+    InvalidRequest,
+    InvalidTransition,
+    NotAllowed,
+    SignoffError,
+    StoreUnavailable,
+)
 from signoff.eventstream import follow_events
 from signoff.service import SYSTEM, Service
 from signoff.store.base import Write
@@ -44,6 +51,9 @@ __all__ = [
 ]
 
 _TIMEOUT = 10.0
+_STORE_RETRY = 1.0  # seconds between tries while the store is out of reach
+
+logger = logging.getLogger("signoff.webhooks")
 
 
 def _slack_escape(text: str) -> str:
@@ -188,35 +198,52 @@ class WebhookDispatcher:
             await self._http.aclose()
 
     async def _queue_events(self, since: int) -> None:
-        async for event in follow_events(self.service, SYSTEM, since=since, session_id=None):
-            if event is None:
-                continue
-            webhooks = [
-                w
-                for w in await self.service.store.list_webhooks()
-                if w.active and w.created_at <= event.at
-            ]
-            if not webhooks:
-                continue
-            now = self.service.clock()
-            deliveries = tuple(
-                Delivery(
-                    id=new_delivery_id(),
-                    webhook_id=w.id,
-                    event_seq=event.seq,
-                    event_type=event.type,
-                    request_id=event.request.id,
-                    next_attempt_at=now,
-                    created_at=now,
-                )
-                for w in webhooks
+        # The store may be out of reach for a while (a database restart): wait and go on
+        # from the last event queued, so no event is skipped or queued twice.
+        while True:
+            try:
+                async for event in follow_events(
+                    self.service, SYSTEM, since=since, session_id=None
+                ):
+                    if event is not None:
+                        await self._queue(event)
+                        since = event.seq
+            except StoreUnavailable as exc:
+                logger.warning("webhooks: cannot queue deliveries, retrying: %s", exc.message)
+                await asyncio.sleep(_STORE_RETRY)
+
+    async def _queue(self, event: Event) -> None:
+        webhooks = [
+            w
+            for w in await self.service.store.list_webhooks()
+            if w.active and w.created_at <= event.at
+        ]
+        if not webhooks:
+            return
+        now = self.service.clock()
+        deliveries = tuple(
+            Delivery(
+                id=new_delivery_id(),
+                webhook_id=w.id,
+                event_seq=event.seq,
+                event_type=event.type,
+                request_id=event.request.id,
+                next_attempt_at=now,
+                created_at=now,
             )
-            await self.service.store.commit(Write(at=now, deliveries=deliveries))
-            self._wake.set()
+            for w in webhooks
+        )
+        await self.service.store.commit(Write(at=now, deliveries=deliveries))
+        self._wake.set()
 
     async def _send_due(self) -> None:
         while True:
-            due = await self.service.store.due_deliveries(self.service.clock(), limit=50)
+            try:
+                due = await self.service.store.due_deliveries(self.service.clock(), limit=50)
+            except StoreUnavailable as exc:
+                logger.warning("webhooks: cannot read due deliveries, retrying: %s", exc.message)
+                await asyncio.sleep(_STORE_RETRY)
+                continue
             for delivery in due:
                 try:
                     await attempt_delivery(
