@@ -15,6 +15,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,6 +73,25 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """``PRAGMA journal_mode = WAL``, tried again while another process holds the file.
+
+    Two processes opening a new file at once both switch it to WAL. That switch needs the
+    file to itself and SQLite does not always wait on the busy timeout for it: it may say
+    "database is locked" at once, while the other process is only a moment from done.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 @dataclass
@@ -155,7 +175,7 @@ class SQLiteStore:
     def _writer_main(self, ready: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
         try:
             conn = _connect(self.path)
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _switch_to_wal(conn)
             if str(mode).lower() != "wal":
                 raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode")
             self._migrate(conn)
