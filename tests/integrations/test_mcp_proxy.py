@@ -30,6 +30,7 @@ from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from signoff.server.app import API
+from tests.integrations.mcp_testing import guarded_http_server, text
 from tests.serving import Server, agent_token, bearer, free_port
 
 CHILD = Path(__file__).with_name("mcp_child.py")
@@ -100,11 +101,6 @@ async def decide(api: httpx.AsyncClient, request_id: str, body: dict[str, Any]) 
     """Decide over the HTTP API; it must be accepted."""
     response = await api.post(f"{API}/requests/{request_id}/decision", json=body)
     assert response.status_code == 200, response.text
-
-
-def text(result: types.CallToolResult) -> str:
-    """A result's text blocks, joined."""
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
 async def test_allowed_tools_resources_and_prompts_pass_straight_through(
@@ -347,33 +343,13 @@ async def test_streamable_http_needs_the_bearer_token(
     args = proxy_args(server, agent_token(server), log)
     at = args.index("--")
     args[at:at] = ["--http", "--port", str(port), "--http-token", token]
-    proxy = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then awaits only
-        [sys.executable, *args], env=server.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        async with httpx.AsyncClient(timeout=5) as plain:
-            for _ in range(300):
-                try:
-                    refused = await plain.post(url, json={})
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("the proxy did not listen")
-            assert refused.status_code == 401
-            wrong = await plain.post(url, json={}, headers=bearer("nope"))
-            assert wrong.status_code == 401
-        async with (
-            httpx2.AsyncClient(headers=bearer(token), timeout=30) as http,
-            Client(streamable_http_client(url, http_client=http), cache=None) as client,
-        ):
-            result = await client.call_tool("read_note", {"name": "web"})
-        assert text(result) == "note web: buy milk"
-    finally:
-        proxy.terminate()
-        proxy.communicate(timeout=20)
+    async with (
+        guarded_http_server(args, server.env, port) as url,
+        httpx2.AsyncClient(headers=bearer(token), timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        result = await client.call_tool("read_note", {"name": "web"})
+    assert text(result) == "note web: buy milk"
 
 
 @pytest.mark.parametrize(
@@ -383,6 +359,7 @@ async def test_streamable_http_needs_the_bearer_token(
         (["--", "no-such-command-xyz"], "cannot run 'no-such-command-xyz'"),
         (["--policy", "/nonexistent/tools.toml", "--", "true"], "cannot be read"),
         (["--", sys.executable, "-c", "pass"], "cannot start the MCP server"),
+        (["--approver-token", "so_x", "--", "true"], "--approver-token goes with --server"),
     ],
 )
 def test_bad_invocations_are_one_line_errors(server: Server, args: list[str], message: str) -> None:

@@ -27,6 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from signoff.server.app import API
+from tests.integrations.mcp_testing import guarded_http_server, text
 from tests.serving import Server, agent_token, bearer, free_port
 
 ASK = "human_intervention_request"
@@ -97,11 +98,6 @@ async def ask_and_decide(
     request = await pending_request(api)
     await decide(api, request["id"], body)
     return await call, request
-
-
-def text(result: types.CallToolResult) -> str:
-    """A result's text blocks, joined."""
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
 async def test_the_three_tools_are_listed_with_their_schemas(server: Server) -> None:
@@ -369,43 +365,21 @@ async def test_streamable_http_needs_the_bearer_token(
     port = free_port()
     token = "test-mcp-server-token"
     args = server_args(server.base, agent_token(server), "--http", "--port", str(port))
-    process = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then awaits only
-        [sys.executable, *args, "--http-token", token], env=server.env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        async with httpx.AsyncClient(timeout=5) as plain:
-            for _ in range(300):
-                try:
-                    refused = await plain.post(url, json={})
-                    break
-                except httpx.TransportError:
-                    await asyncio.sleep(0.05)
-            else:
-                raise AssertionError("mcp-server did not listen")
-            assert refused.status_code == 401
-            assert refused.headers["www-authenticate"] == "Bearer"
-            wrong = await plain.post(url, json={}, headers=bearer("nope"))
-            assert wrong.status_code == 401
-        async with (
-            httpx2.AsyncClient(headers=bearer(token), timeout=30) as http,
-            Client(streamable_http_client(url, http_client=http), cache=None) as client,
-        ):
-            names = [t.name for t in (await client.list_tools()).tools]
-            assert names == [ASK, INPUT, AWAIT]
-            result, _ = await ask_and_decide(
-                client,
-                api,
-                ASK,
-                {"prompt": "Over HTTP?", "options": ["yes", "no"]},
-                {"type": "choose", "choice": "yes"},
-            )
-        assert not result.is_error and text(result) == "yes"
-    finally:
-        process.terminate()
-        _, err = process.communicate(timeout=20)
-    assert "Traceback" not in err, err
+    async with (
+        guarded_http_server([*args, "--http-token", token], server.env, port) as url,
+        httpx2.AsyncClient(headers=bearer(token), timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        names = [t.name for t in (await client.list_tools()).tools]
+        assert names == [ASK, INPUT, AWAIT]
+        result, _ = await ask_and_decide(
+            client,
+            api,
+            ASK,
+            {"prompt": "Over HTTP?", "options": ["yes", "no"]},
+            {"type": "choose", "choice": "yes"},
+        )
+    assert not result.is_error and text(result) == "yes"
 
 
 async def test_on_a_local_database_signoff_choose_answers_the_question(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import secrets
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -77,20 +77,26 @@ NameOption = Annotated[
 
 
 @asynccontextmanager
-async def _filer(
+async def _backends(
     db: str | None,
     server: str | None,
     token: str | None,
     agent_name: str,
     policy: Policy | None,
-) -> AsyncIterator[tuple[Backend, Backend | None, Callable[[str], Backend] | None]]:
-    """The agent backend, the local person's backend (on --db), and a maker for tokens."""
+    approver_token: str | None = None,
+) -> AsyncIterator[tuple[Backend, Backend | None]]:
+    """The agent requests are filed as, and the person who may answer in the MCP client.
+
+    On ``--db`` the person is you (the local user); with ``--server``, whoever
+    ``approver_token`` belongs to, or nobody.
+    """
     if server is None:
+        if approver_token:
+            fail("--approver-token goes with --server; on a database you are the approver")
         async with open_service(db, follow=True, policy=policy) as service:
             yield (
                 LocalBackend(service, Principal(name=agent_name, role="agent")),
                 LocalBackend(service, local_principal()),
-                None,
             )
         return
     if db is not None:
@@ -101,8 +107,12 @@ async def _filer(
         from signoff.client import AsyncClient
     except ImportError:
         fail("--server needs the HTTP client: pip install 'signoff[server]'")
-    async with AsyncClient(server, token) as client:
-        yield client, None, lambda other: AsyncClient(server, other)
+    async with AsyncClient(server, token) as agent:
+        if not approver_token:
+            yield agent, None
+            return
+        async with AsyncClient(server, approver_token) as person:
+            yield agent, person
 
 
 async def _serve(
@@ -202,12 +212,10 @@ def mcp_proxy(
 
     async def go() -> None:
         upstream = Upstream(params)
-        async with _filer(db, server, token, agent_name, policy) as (agent, person, maker):
-            approver: Backend | None = person
-            closer: Callable[[], Awaitable[None]] | None = None
-            if maker is not None and approver_token:
-                remote = maker(approver_token)
-                approver, closer = remote, getattr(remote, "aclose", None)
+        async with _backends(db, server, token, agent_name, policy, approver_token) as (
+            agent,
+            person,
+        ):
             supervisor = asyncio.create_task(upstream.run())
             try:
                 try:
@@ -219,7 +227,7 @@ def mcp_proxy(
                     agent,
                     policy,
                     session_id=_session(session, "mcp-proxy"),
-                    approver=approver if elicit else None,
+                    approver=person if elicit else None,
                     hold=hold,
                 )
                 await _serve(proxy.server(), http=http, host=host, port=port, http_token=http_token)
@@ -227,8 +235,6 @@ def mcp_proxy(
                 supervisor.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await supervisor
-                if closer is not None:
-                    await closer()
 
     run(go)
 
@@ -260,7 +266,7 @@ def mcp_server(
         fail("signoff mcp-server needs the MCP SDK: pip install 'signoff[mcp]'")
 
     async def go() -> None:
-        async with _filer(db, server, token, agent_name, None) as (agent, _, _maker):
+        async with _backends(db, server, token, agent_name, None) as (agent, _):
             try:
                 tools = SignoffMcpServer(
                     agent,
