@@ -81,6 +81,17 @@ async def pg_execute(sql: str, dsn: str = PG_DSN) -> None:
         await connection.close()
 
 
+async def pg_fetchval(sql: str, dsn: str, *args: object) -> object:
+    """The first value of one query, on its own connection."""
+    import asyncpg
+
+    connection = await asyncpg.connect(dsn)
+    try:
+        return await connection.fetchval(sql, *args)
+    finally:
+        await connection.close()
+
+
 async def drop_schema(dsn: str, schema: str) -> None:
     """Drop a test's schema and everything in it."""
     await pg_execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE", dsn)

@@ -26,6 +26,7 @@ from websockets.exceptions import WebSocketException
 
 from signoff.server.app import API
 from signoff.store.base import MAX_PAGE
+from tests.conftest import pg_fetchval
 from tests.serving import Server, bearer, free_port, start_server
 
 Row = tuple[int, str, str, int]
@@ -314,34 +315,25 @@ async def start_token(base: str, admin: str) -> str:
 
 async def terminate_backends(dsn: str) -> int:
     """pg_terminate_backend on every other connection to the database; how many there were."""
-    import asyncpg
-
-    killer = await asyncpg.connect(dsn)
-    try:
-        killed: int = await killer.fetchval(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = $1 AND pid <> pg_backend_pid()",
-            dsn.rsplit("/", 1)[1],
-        )
-    finally:
-        await killer.close()
+    killed = await pg_fetchval(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE datname = $1 AND pid <> pg_backend_pid()",
+        dsn,
+        dsn.rsplit("/", 1)[1],
+    )
+    assert isinstance(killed, int)
     return killed
 
 
 async def listening(dsn: str) -> bool:
     """Whether some connection to the database is LISTENing for events."""
-    import asyncpg
-
-    probe = await asyncpg.connect(dsn)
-    try:
-        found: bool = await probe.fetchval(
-            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = $1 "
-            "AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'",
-            dsn.rsplit("/", 1)[1],
-        )
-    finally:
-        await probe.close()
-    return found
+    found = await pg_fetchval(
+        "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = $1 "
+        "AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'",
+        dsn,
+        dsn.rsplit("/", 1)[1],
+    )
+    return found is True
 
 
 async def until_listening(dsn: str) -> None:
