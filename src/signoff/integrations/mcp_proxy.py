@@ -109,8 +109,8 @@ class HintedPolicy(Policy):
     def __init__(self, base: Policy, *, trust_hints: bool = True) -> None:
         super().__init__(base.files)
         self.trust_hints = trust_hints
-        self.hints: dict[str, types.ToolAnnotations] = {}
-        """Tool name -> the annotations the wrapped server lists for it."""
+        self.hints: dict[str, types.ToolAnnotations | None] = {}
+        """Tool name -> the annotations the wrapped server lists for it (None: it lists none)."""
 
     def evaluate(self, tool_name: str, args: Mapping[str, object]) -> PolicyDecision:
         """The verdict on calling ``tool_name`` with ``args``."""
@@ -268,10 +268,7 @@ class McpProxy:
         cursor = params.cursor if params is not None else None
         listed = await self._forward(lambda c: c.list_tools(cursor=cursor))
         for tool in listed.tools:
-            if tool.annotations is not None:
-                self.policy.hints[tool.name] = tool.annotations
-            else:
-                self.policy.hints.pop(tool.name, None)
+            self.policy.hints[tool.name] = tool.annotations
         tools = [t for t in listed.tools if t.name != AWAIT_TOOL]
         if cursor is None:
             tools.append(await_tool())
@@ -362,8 +359,7 @@ class McpProxy:
 
                 listed: types.ListToolsResult = await self.upstream.call(page)
                 for tool in listed.tools:
-                    if tool.annotations is not None:
-                        self.policy.hints[tool.name] = tool.annotations
+                    self.policy.hints[tool.name] = tool.annotations
                 cursor = listed.next_cursor
                 if cursor is None:
                     break
