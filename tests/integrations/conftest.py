@@ -16,6 +16,7 @@ from signoff.server.app import create_app
 from signoff.service import Service, read_text_file
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import AGENT, APPROVER
+from tests.serving import Server, bearer
 
 
 @dataclass
@@ -50,3 +51,13 @@ async def sides(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             yield Sides(agent, person, service, "http")
     await service.stop_sweeper()
     await store.close()
+
+
+@pytest.fixture
+async def api(server: Server) -> AsyncIterator[httpx.AsyncClient]:
+    """The server's HTTP API as the admin (the person deciding)."""
+    assert server.admin_token is not None
+    async with httpx.AsyncClient(
+        base_url=server.base, headers=bearer(server.admin_token), timeout=30
+    ) as http:
+        yield http

@@ -1,4 +1,4 @@
-"""What the MCP tests share: reading a tool result, and an MCP server over HTTP."""
+"""What the MCP tests share: a person deciding over the API, tool results, HTTP servers."""
 
 from __future__ import annotations
 
@@ -7,11 +7,38 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import mcp_types as types
 
+from signoff.server.app import API
 from tests.serving import bearer
+
+
+async def listed(api: httpx.AsyncClient, **params: str) -> list[dict[str, Any]]:
+    """The requests the server lists (filtered by ``params``)."""
+    response = await api.get(f"{API}/requests", params=params)
+    assert response.status_code == 200, response.text
+    items: list[dict[str, Any]] = response.json()["items"]
+    return items
+
+
+async def pending_request(api: httpx.AsyncClient) -> dict[str, Any]:
+    """The one pending request, once the MCP server under test has filed it."""
+    for _ in range(300):
+        items = await listed(api, status="pending")
+        if items:
+            assert len(items) == 1, items
+            return items[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no request was filed")
+
+
+async def decide(api: httpx.AsyncClient, request_id: str, body: dict[str, Any]) -> None:
+    """Decide over the HTTP API; it must be accepted."""
+    response = await api.post(f"{API}/requests/{request_id}/decision", json=body)
+    assert response.status_code == 200, response.text
 
 
 def text(result: types.CallToolResult) -> str:

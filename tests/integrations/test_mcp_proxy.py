@@ -30,7 +30,7 @@ from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from signoff.server.app import API
-from tests.integrations.mcp_testing import guarded_http_server, text
+from tests.integrations.mcp_testing import decide, guarded_http_server, pending_request, text
 from tests.serving import Server, agent_token, bearer, free_port
 
 CHILD = Path(__file__).with_name("mcp_child.py")
@@ -73,34 +73,6 @@ async def proxied(
 def log(tmp_path: Path) -> Path:
     """The file the wrapped server logs its calls to."""
     return tmp_path / "calls.jsonl"
-
-
-@pytest.fixture
-async def api(server: Server) -> AsyncIterator[httpx.AsyncClient]:
-    """The server's HTTP API as the admin (the person deciding)."""
-    assert server.admin_token is not None
-    async with httpx.AsyncClient(
-        base_url=server.base, headers=bearer(server.admin_token), timeout=30
-    ) as http:
-        yield http
-
-
-async def pending_request(api: httpx.AsyncClient) -> dict[str, Any]:
-    """The one pending request, once the proxy has filed it."""
-    for _ in range(300):
-        items = (await api.get(f"{API}/requests", params={"status": "pending"})).json()["items"]
-        if items:
-            assert len(items) == 1, items
-            found: dict[str, Any] = items[0]
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError("no request was filed")
-
-
-async def decide(api: httpx.AsyncClient, request_id: str, body: dict[str, Any]) -> None:
-    """Decide over the HTTP API; it must be accepted."""
-    response = await api.post(f"{API}/requests/{request_id}/decision", json=body)
-    assert response.status_code == 200, response.text
 
 
 async def test_allowed_tools_resources_and_prompts_pass_straight_through(

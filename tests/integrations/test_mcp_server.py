@@ -27,7 +27,13 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from signoff.server.app import API
-from tests.integrations.mcp_testing import guarded_http_server, text
+from tests.integrations.mcp_testing import (
+    decide,
+    guarded_http_server,
+    listed,
+    pending_request,
+    text,
+)
 from tests.serving import Server, agent_token, bearer, free_port
 
 ASK = "human_intervention_request"
@@ -53,41 +59,6 @@ async def asking(server: Server, hold: str = PROMPT_HOLD) -> AsyncIterator[Clien
     )
     async with Client(params, mode="auto", cache=None) as client:
         yield client
-
-
-@pytest.fixture
-async def api(server: Server) -> AsyncIterator[httpx.AsyncClient]:
-    """The server's HTTP API as the admin (the person deciding)."""
-    assert server.admin_token is not None
-    async with httpx.AsyncClient(
-        base_url=server.base, headers=bearer(server.admin_token), timeout=30
-    ) as http:
-        yield http
-
-
-async def listed(api: httpx.AsyncClient, **params: str) -> list[dict[str, Any]]:
-    """The requests the server lists (filtered by ``params``)."""
-    response = await api.get(f"{API}/requests", params=params)
-    assert response.status_code == 200, response.text
-    items: list[dict[str, Any]] = response.json()["items"]
-    return items
-
-
-async def pending_request(api: httpx.AsyncClient) -> dict[str, Any]:
-    """The one pending request, once the MCP server has filed it."""
-    for _ in range(300):
-        items = await listed(api, status="pending")
-        if items:
-            assert len(items) == 1, items
-            return items[0]
-        await asyncio.sleep(0.05)
-    raise AssertionError("no request was filed")
-
-
-async def decide(api: httpx.AsyncClient, request_id: str, body: dict[str, Any]) -> None:
-    """Decide over the HTTP API; it must be accepted."""
-    response = await api.post(f"{API}/requests/{request_id}/decision", json=body)
-    assert response.status_code == 200, response.text
 
 
 async def ask_and_decide(
