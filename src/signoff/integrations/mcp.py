@@ -19,6 +19,7 @@ Both servers run over stdio (what desktop clients launch) or streamable HTTP
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -34,7 +35,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "signoff's MCP servers need the official MCP SDK: pip install 'signoff[mcp]'"
     ) from exc
 
-from signoff.backends import Backend
 from signoff.domain.requests import Request
 from signoff.errors import CallerError
 
@@ -124,11 +124,6 @@ def clamp_hold(seconds: float) -> float:
     return seconds
 
 
-async def hold(backend: Backend, request_id: str, seconds: float) -> Request:
-    """The request once decided, or still pending after ``seconds`` (it stays pending)."""
-    return await backend.wait(request_id, seconds)
-
-
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve ``server`` on this process's stdin and stdout until the client goes away."""
     async with stdio_server() as (read_stream, write_stream):
@@ -151,8 +146,6 @@ async def serve_http(
     if on_ready is None:
         await web.serve()
         return
-    import asyncio
-
     serving = asyncio.create_task(web.serve())
     while not web.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event
         await asyncio.sleep(0.02)
