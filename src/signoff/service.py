@@ -36,6 +36,7 @@ from signoff.domain.transitions import (
     apply_decision,
     approved_by_grant,
     cancel,
+    check_may_decide,
     claim,
     expire,
     finish,
@@ -336,7 +337,12 @@ class Service:
     async def decide(
         self, request_id: str, decision: Decision | Mapping[str, Any], principal: Principal
     ) -> Request:
-        """Record a decision: of concurrent deciders one wins, the rest get InvalidTransition."""
+        """Record a decision: of concurrent deciders one wins, the rest get InvalidTransition.
+
+        Every path that decides (HTTP, batch, resume, MCP elicitation, CLI) comes through
+        here, and an agent is refused before anything is read or written.
+        """
+        check_may_decide(principal)
         parsed = _parse_decision(decision)
         return await self._change(
             request_id, lambda r, now: apply_decision(r, parsed, principal, now)
@@ -348,11 +354,17 @@ class Service:
         decision: Decision | Mapping[str, Any],
         principal: Principal,
     ) -> list[BatchOutcome]:
-        """Decide several requests alike; each succeeds or fails on its own."""
+        """Decide several requests alike; each succeeds or fails on its own.
+
+        An agent's batch is refused as a whole, so it learns nothing about any id.
+        """
+        check_may_decide(principal)
         parsed = _parse_decision(decision)
 
         async def one(request_id: str) -> BatchOutcome:
             try:
+                # an id the caller may not see gets what an unknown id gets, whatever its state
+                await self.get(request_id, principal)
                 request = await self.decide(request_id, parsed, principal)
             except SignoffError as exc:
                 return BatchOutcome(id=request_id, error=exc)
