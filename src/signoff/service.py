@@ -13,7 +13,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -28,8 +28,16 @@ from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.policies import Governance, Policy, PolicyDecision
 from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, file_edit_preview
-from signoff.domain.principals import Principal, Role, TokenRecord, hash_token, new_token
+from signoff.domain.principals import (
+    DECIDER_ROLES,
+    Principal,
+    Role,
+    TokenRecord,
+    hash_token,
+    new_token,
+)
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.sessions import SessionRecord, hash_session_id, new_session_id
 from signoff.domain.submission import NewRequest, build_request, rejected_record
 from signoff.domain.transitions import (
     Change,
@@ -528,6 +536,59 @@ class Service:
         if record is None or record.revoked_at is not None:
             raise Unauthenticated("unknown or revoked token")
         return record.principal
+
+    # -- inbox sessions ------------------------------------------------------------------
+
+    async def sign_in(self, token: str, *, max_age: float) -> tuple[str, Principal]:
+        """Open an inbox session for an approver's or admin's token.
+
+        Returns the new session id (given to the browser once; only its hash is stored)
+        and who it signs in. Agents' tokens never open a session.
+        """
+        record = None
+        if 0 < len(token) <= 200:
+            record = await self.store.find_token(hash_token(token.strip()))
+        if record is None or record.revoked_at is not None:
+            raise Unauthenticated("unknown or revoked token")
+        if record.role not in DECIDER_ROLES:
+            raise NotAllowed("agent tokens cannot sign in to the inbox")
+        session_id, now = new_session_id(), self.clock()
+        session = SessionRecord(
+            id=hash_session_id(session_id),
+            token_id=record.id,
+            created_at=now,
+            expires_at=now + timedelta(seconds=max_age),
+        )
+        audit = AuditDraft(
+            action="session.start", actor=record.name, details={"token_id": record.id}
+        )
+        await self._commit(Write(at=now, sessions=(session,), audit=(audit,)))
+        return session_id, record.principal
+
+    async def session_principal(self, session_id: str) -> Principal | None:
+        """Who a live session signs in: None once it is signed out, expired or its token revoked."""
+        session = await self.store.get_session(hash_session_id(session_id))
+        if session is None or not session.live(self.clock()):
+            return None
+        record = await self.store.get_token(session.token_id)
+        if record is None or record.revoked_at is not None or record.role not in DECIDER_ROLES:
+            return None
+        return record.principal
+
+    async def sign_out(self, session_id: str) -> None:
+        """End a session for every copy of its cookie (nothing happens if it already ended)."""
+        session = await self.store.get_session(hash_session_id(session_id))
+        if session is None or session.ended_at is not None:
+            return
+        now = self.clock()
+        record = await self.store.get_token(session.token_id)
+        audit = AuditDraft(
+            action="session.end",
+            actor=record.name if record is not None else session.token_id,
+            details={"token_id": session.token_id},
+        )
+        ended = session.model_copy(update={"ended_at": now})
+        await self._commit(Write(at=now, sessions=(ended,), audit=(audit,)))
 
     # -- reading -------------------------------------------------------------------------
 

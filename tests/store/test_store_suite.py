@@ -20,6 +20,7 @@ from signoff.domain.requests import (
     Request,
     new_request_id,
 )
+from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest
 from signoff.store.base import DuplicateRequest, RequestQuery, Store, VersionConflict, Write
@@ -230,6 +231,22 @@ async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
     assert await store.get_token("tok_1") == token
     assert await store.get_token("tok_2") is None
     assert await store.list_tokens() == [token]
+
+
+async def test_sessions_round_trip_and_end_by_replacing(store: Store) -> None:
+    """An inbox session is found by its id; ending it replaces it by id; others stay apart."""
+    session = SessionRecord(
+        id="ab" * 32, token_id="tok_1", created_at=T0, expires_at=T0 + timedelta(hours=12)
+    )
+    other = session.model_copy(update={"id": "cd" * 32})
+    await store.commit(Write(at=T0, sessions=(session, other)))
+    assert await store.get_session("ab" * 32) == session
+    assert await store.get_session("ef" * 32) is None
+    ended = session.model_copy(update={"ended_at": T0 + timedelta(minutes=5)})
+    await store.commit(Write(at=T0, sessions=(ended,)))
+    assert await store.get_session("ab" * 32) == ended
+    assert await store.get_session("cd" * 32) == other
+    assert not ended.live(T0 + timedelta(minutes=6)) and other.live(T0 + timedelta(minutes=6))
 
 
 async def test_audit_chain_and_event_log(store: Store) -> None:

@@ -19,6 +19,7 @@ from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import Request, RequestKind, Status
+from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError
@@ -72,6 +73,8 @@ class Write:
     """Grants to insert, or to replace by id."""
     tokens: tuple[TokenRecord, ...] = ()
     """Tokens to insert, or to replace by id."""
+    sessions: tuple[SessionRecord, ...] = ()
+    """Inbox sessions to insert, or to replace by id (ending one replaces it)."""
     audit: tuple[AuditDraft, ...] = ()
     """Entries to append to the audit chain, in order."""
     events: tuple[EventDraft, ...] = ()
@@ -189,6 +192,9 @@ class Store(Protocol):
 
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The inbox session with this id (the hash of the cookie's id), or None."""
 
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None

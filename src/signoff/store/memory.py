@@ -10,6 +10,7 @@ from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.store.base import (
@@ -39,6 +40,7 @@ class MemoryStore:
         self._requests: dict[str, Request] = {}
         self._grants: dict[str, Grant] = {}
         self._tokens: dict[str, TokenRecord] = {}
+        self._sessions: dict[str, SessionRecord] = {}
         self._audit: list[AuditEntry] = []
         self._events: list[Event] = []
         self._webhooks: dict[str, Webhook] = {}
@@ -85,6 +87,8 @@ class MemoryStore:
                 self._grants[grant.id] = grant
             for token in write.tokens:
                 self._tokens[token.id] = token
+            for session in write.sessions:
+                self._sessions[session.id] = session
             for webhook in write.webhooks:
                 self._webhooks[webhook.id] = webhook
             for delivery in write.deliveries:
@@ -226,6 +230,10 @@ class MemoryStore:
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
         return sorted(self._tokens.values(), key=lambda t: (t.created_at, t.id))
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The inbox session, or None."""
+        return self._sessions.get(session_id)
 
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None

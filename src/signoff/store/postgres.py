@@ -27,6 +27,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import SignoffError, StoreUnavailable
@@ -364,6 +365,11 @@ class PostgresStore:
         rows = await self._fetch("SELECT data FROM tokens ORDER BY created_us, id")
         return [TokenRecord.model_validate_json(r[0]) for r in rows]
 
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The inbox session, or None."""
+        row = await self._fetchrow("SELECT data FROM sessions WHERE id = $1", session_id)
+        return SessionRecord.model_validate_json(row[0]) if row else None
+
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
@@ -673,6 +679,13 @@ async def _apply(conn: Any, write: Write) -> Committed:
         "ON CONFLICT (id) DO UPDATE SET token_hash = excluded.token_hash, "
         "created_us = excluded.created_us, data = excluded.data",
         [(t.id, t.token_hash, to_micros(t.created_at), t.model_dump_json()) for t in write.tokens],
+    )
+    await _upsert(
+        conn,
+        "INSERT INTO sessions (id, token_id, expires_us, data) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (id) DO UPDATE SET token_id = excluded.token_id, "
+        "expires_us = excluded.expires_us, data = excluded.data",
+        [(s.id, s.token_id, to_micros(s.expires_at), s.model_dump_json()) for s in write.sessions],
     )
     if not write.audit and not write.events:
         return Committed()

@@ -31,6 +31,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
@@ -437,6 +438,15 @@ class SQLiteStore:
 
         return await self._read(q)
 
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The inbox session, or None."""
+
+        def q(conn: sqlite3.Connection) -> SessionRecord | None:
+            row = conn.execute("SELECT data FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            return SessionRecord.model_validate_json(row[0]) if row else None
+
+        return self._lookup(q)
+
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
@@ -745,6 +755,16 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
         conn.execute(
             "INSERT OR REPLACE INTO tokens (id, token_hash, created_us, data) VALUES (?, ?, ?, ?)",
             (token.id, token.token_hash, to_micros(token.created_at), token.model_dump_json()),
+        )
+    for session in write.sessions:
+        conn.execute(
+            "INSERT OR REPLACE INTO sessions (id, token_id, expires_us, data) VALUES (?, ?, ?, ?)",
+            (
+                session.id,
+                session.token_id,
+                to_micros(session.expires_at),
+                session.model_dump_json(),
+            ),
         )
     audit: list[AuditEntry] = []
     if write.audit:

@@ -114,7 +114,17 @@ CREATE TABLE task_requests (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS)
+_SESSIONS = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    token_id TEXT NOT NULL,
+    expires_us INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX sessions_token ON sessions (token_id);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
