@@ -27,7 +27,7 @@ from signoff.domain.decisions import Approve, Decision, DecisionAdapter, Decisio
 from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.policies import Governance, Policy, PolicyDecision
-from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, file_edit_preview
+from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, FileReader, file_edit_preview
 from signoff.domain.principals import (
     DECIDER_ROLES,
     Principal,
@@ -122,7 +122,7 @@ class Service:
         bus: EventBus | None = None,
         policy: Policy | None = None,
         clock: Clock = system_clock,
-        read_file: Callable[[str], str | None] | None = read_text_file,
+        read_file: FileReader | None = read_text_file,
     ) -> None:
         self.store = store
         self.bus: EventBus = bus if bus is not None else LocalBus()
@@ -235,9 +235,18 @@ class Service:
             return Submitted(again, created=False)
         return Submitted(decided[0], created=True)
 
+    def confine_previews(self, read_file: FileReader | None) -> None:
+        """Read files for diff previews only through ``read_file``, or (None) not at all.
+
+        A server calls this before it takes requests over HTTP: the default reader is for a
+        service inside the agent's own process, reading the agent's own workspace.
+        """
+        self._read_file = read_file
+
     def _preview(self, new: NewRequest) -> FilePreview | None:
-        if new.kind != "approval" or self._read_file is None or not new.tool_args:
+        if new.kind != "approval" or not new.tool_args:
             return None
+        # without a reader the preview still shows what the call itself says, marked so
         return file_edit_preview(new.tool_args, self._read_file)
 
     async def _decide_at_submit(
