@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 from pydantic import JsonValue
 
 from signoff.bus.follower import follower_for
-from signoff.domain.audit import AuditEntry, ChainReport
+from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
@@ -47,7 +47,8 @@ class Backend(Protocol):
     async def complete(self, request_id: str, result: JsonValue = None) -> Request: ...
     async def fail(self, request_id: str, error: str) -> Request: ...
     async def audit(self, request_id: str | None = None) -> list[AuditEntry]: ...
-    async def verify_audit(self) -> ChainReport: ...
+    async def verify_audit(self, anchor: str | None = None) -> ChainReport: ...
+    async def audit_anchor(self) -> Anchor: ...
     async def list_grants(self, *, live_only: bool = True) -> list[Grant]: ...
     async def revoke_grant(self, grant_id: str) -> Grant: ...
     async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]: ...
@@ -123,9 +124,13 @@ class LocalBackend:
         """Audit entries."""
         return await self.service.audit(request_id)
 
-    async def verify_audit(self) -> ChainReport:
-        """Check the audit chain."""
-        return await self.service.verify_audit()
+    async def verify_audit(self, anchor: str | None = None) -> ChainReport:
+        """Check the audit log, against an anchor (``SEQ:HASH``) if given."""
+        return await self.service.verify_audit(anchor)
+
+    async def audit_anchor(self) -> Anchor:
+        """The chain head as an anchor."""
+        return await self.service.audit_anchor()
 
     async def list_grants(self, *, live_only: bool = True) -> list[Grant]:
         """Standing grants."""

@@ -14,7 +14,7 @@ from typing import Any, Generic, Self, TypeVar
 
 from pydantic import JsonValue
 
-from signoff.domain.audit import AuditEntry, ChainReport
+from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
@@ -194,8 +194,21 @@ class _Ops:
         )
 
     @staticmethod
-    def verify_audit() -> _Op[ChainReport]:
-        return _Op("GET", f"{API}/audit/verify", lambda r: ChainReport.model_validate(r.json()))
+    def verify_audit(anchor: str | None) -> _Op[ChainReport]:
+        return _Op(
+            "GET",
+            f"{API}/audit/verify",
+            lambda r: ChainReport.model_validate(r.json()),
+            params={"anchor": anchor} if anchor is not None else {},
+        )
+
+    @staticmethod
+    def audit_anchor() -> _Op[Anchor]:
+        return _Op(
+            "GET",
+            f"{API}/audit/anchor",
+            lambda r: Anchor.model_validate({"seq": r.json()["seq"], "hash": r.json()["hash"]}),
+        )
 
     @staticmethod
     def list_grants(live_only: bool) -> _Op[list[Grant]]:
@@ -394,9 +407,13 @@ class AsyncClient:
         """Audit entries, all (admins) or one request's."""
         return await self._run(_Ops.audit(request_id))
 
-    async def verify_audit(self) -> ChainReport:
-        """Check the audit chain (admins)."""
-        return await self._run(_Ops.verify_audit())
+    async def verify_audit(self, anchor: str | None = None) -> ChainReport:
+        """Check the audit log (admins), against an anchor (``SEQ:HASH``) if given."""
+        return await self._run(_Ops.verify_audit(anchor))
+
+    async def audit_anchor(self) -> Anchor:
+        """The chain head as an anchor (approvers and admins)."""
+        return await self._run(_Ops.audit_anchor())
 
     async def list_grants(self, *, live_only: bool = True) -> list[Grant]:
         """Standing grants."""
@@ -573,9 +590,13 @@ class Client:
         """Audit entries, all (admins) or one request's."""
         return self._run(_Ops.audit(request_id))
 
-    def verify_audit(self) -> ChainReport:
-        """Check the audit chain (admins)."""
-        return self._run(_Ops.verify_audit())
+    def verify_audit(self, anchor: str | None = None) -> ChainReport:
+        """Check the audit log (admins), against an anchor (``SEQ:HASH``) if given."""
+        return self._run(_Ops.verify_audit(anchor))
+
+    def audit_anchor(self) -> Anchor:
+        """The chain head as an anchor (approvers and admins)."""
+        return self._run(_Ops.audit_anchor())
 
     def list_grants(self, *, live_only: bool = True) -> list[Grant]:
         """Standing grants."""

@@ -21,7 +21,15 @@ from typing import Any, Self
 from pydantic import JsonValue, ValidationError
 
 from signoff.bus.local import EventBus, LocalBus
-from signoff.domain.audit import AuditDraft, AuditEntry, ChainReport, verify_chain
+from signoff.domain.audit import (
+    GENESIS_HASH,
+    Anchor,
+    AuditDraft,
+    AuditEntry,
+    ChainReport,
+    parse_anchor,
+    verify_log,
+)
 from signoff.domain.clock import Clock, system_clock
 from signoff.domain.decisions import Approve, Decision, DecisionAdapter, DecisionRecord
 from signoff.domain.events import EventDraft, EventType
@@ -51,6 +59,7 @@ from signoff.domain.transitions import (
     is_overdue,
 )
 from signoff.errors import (
+    AuditChainBroken,
     CallerError,
     GrantNotFound,
     InvalidDecision,
@@ -653,9 +662,55 @@ class Service:
         """Audit entries in chain order, all or for one request."""
         return await self.store.list_audit(request_id=request_id)
 
-    async def verify_audit(self) -> ChainReport:
-        """Check the whole audit chain for edits, deletions and reordering."""
-        return verify_chain(await self.store.list_audit(), head=await self.store.audit_head())
+    async def verify_audit(self, anchor: str | None = None) -> ChainReport:
+        """Check the whole audit log: edits, deletions and reordering, its head, requests and
+        events it fails to account for, and, given an anchor (``SEQ:HASH``), that the log
+        still holds that entry."""
+        pinned = _parse_anchor(anchor) if anchor is not None else None
+        for attempt in range(1, _VERIFY_READS + 1):
+            # the head is read before and after, so the entries are compared with the head
+            # they were written under, not with one a write moved on meanwhile
+            head = await self.store.audit_head()
+            entries = await self.store.list_audit()
+            coverage = await self.store.audit_coverage()
+            if attempt == _VERIFY_READS or await self.store.audit_head() == head:
+                return verify_log(entries, head=head, coverage=coverage, anchor=pinned)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def audit_anchor(self) -> Anchor:
+        """The chain head as an anchor to keep outside the database, for ``verify(anchor)``.
+
+        AuditChainBroken when the head is missing while entries exist, or the entry it names
+        does not carry its hash: an anchor of a broken log would vouch for nothing.
+        """
+        head = await self.store.audit_head()
+        if head is None:
+            if await self.store.list_audit(limit=1):
+                raise AuditChainBroken(
+                    "the audit log has entries but no chain head: see signoff audit verify",
+                    seq=1,
+                )
+            return Anchor(seq=0, hash=GENESIS_HASH)
+        seq, digest = head
+        named = await self.store.list_audit(after_seq=seq - 1, limit=1)
+        if not named or named[0].seq != seq or named[0].hash != digest:
+            raise AuditChainBroken(
+                f"the chain head names entry {seq}, which the log does not hold as it says: "
+                "see signoff audit verify",
+                seq=seq,
+            )
+        return Anchor(seq=seq, hash=digest)
+
+
+_VERIFY_READS = 5
+"""How often verify reads the log again when writes keep moving its head meanwhile."""
+
+
+def _parse_anchor(text: str) -> Anchor:
+    try:
+        return parse_anchor(text)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def _visible(request: Request, principal: Principal) -> bool:

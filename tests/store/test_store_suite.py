@@ -266,6 +266,32 @@ async def test_audit_chain_and_event_log(store: Store) -> None:
     assert await store.last_event_seq() == 5
 
 
+async def test_audit_coverage_names_what_the_log_does_not_account_for(store: Store) -> None:
+    """Coverage counts requests and events and names requests, submit entries and events that
+    have no counterpart, a sample of at most ``sample`` each."""
+    empty = await store.audit_coverage()
+    assert (empty.requests, empty.events, empty.last_event_seq) == (0, 0, None)
+    assert empty.event_head in (None, 0)
+    audited = [approval() for _ in range(3)]
+    for r in audited:
+        await store.commit(insert(r))
+    silent = [approval() for _ in range(3)]  # inserted and announced with no submit entry
+    for r in silent:
+        await store.commit(Write(at=T0, insert=r, events=(EventDraft(type="created", request=r),)))
+    ghost = AuditDraft(action="submit", actor="agent", request_id="req_gone")
+    await store.commit(Write(at=T0, audit=(ghost, AuditDraft(action="token.create", actor="a"))))
+    coverage = await store.audit_coverage(sample=2)
+    assert coverage.requests == 6 and coverage.events == 6
+    assert (coverage.first_event_seq, coverage.last_event_seq) == (1, 6)
+    assert coverage.event_head in (None, 6)
+    assert coverage.unaudited_requests == tuple(sorted(r.id for r in silent)[:2])
+    assert coverage.unknown_requests == ("req_gone",)
+    assert coverage.orphan_events == (4, 5)
+    full = await store.audit_coverage()
+    assert set(full.unaudited_requests) == {r.id for r in silent}
+    assert full.orphan_events == (4, 5, 6)
+
+
 async def test_task_round_trips_and_is_found_by_each_pending_request(store: Store) -> None:
     """A stored task reads back equal, by id and by every request it waits on."""
     at = T0 + timedelta(microseconds=123)

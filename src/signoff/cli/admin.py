@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -29,21 +31,66 @@ grants_app = typer.Typer(help="List and revoke standing grants.", no_args_is_hel
 
 @audit_app.command("verify")
 def audit_verify(
-    db: DbOption = None, server: ServerOption = None, token: TokenOption = None
+    anchor: Annotated[
+        str | None,
+        typer.Option(
+            "--anchor",
+            help="SEQ:HASH printed earlier by 'signoff audit anchor': also prove the log still "
+            "holds that entry, so a rewrite at or before it fails even if re-hashed.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
-    """Check the audit chain; exit non-zero and name the first bad entry if tampered with."""
+    """Check the audit log; exit non-zero and say what is wrong if tampered with.
+
+    Checks every entry's hash and link, the head kept beside the log, that every request
+    has its submit entry and every event an audited request, and no event is missing.
+    """
 
     async def go() -> int:
         async with open_backend(db, server, token, principal=local_principal()) as backend:
-            report = await backend.verify_audit()
+            report = await backend.verify_audit(anchor)
         if report.ok:
-            console.print(f"audit chain ok: {report.entries} entries")
+            extends = f"; it extends anchor {report.anchor}" if report.anchor else ""
+            console.print(f"audit chain ok: {report.entries} entries{extends}", markup=False)
             return 0
-        err_console.print(
-            f"error: audit chain broken at entry {report.first_bad_seq}: {report.problem}",
-            markup=False,
+        where = (
+            f"audit chain broken at entry {report.first_bad_seq}"
+            if report.first_bad_seq is not None
+            else "audit log fails verification"
         )
+        err_console.print(f"error: {where}: {report.problem}", markup=False, soft_wrap=True)
         return EXIT_CALLER
+
+    run(go)
+
+
+@audit_app.command("anchor")
+def audit_anchor(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print seq, hash, anchor and time as JSON.")
+    ] = False,
+    db: DbOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Print the chain head as SEQ:HASH; keep it outside the database for verify --anchor."""
+
+    async def go() -> None:
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            anchor = await backend.audit_anchor()
+        if as_json:
+            body = {
+                **anchor.model_dump(mode="json"),
+                "anchor": str(anchor),
+                "at": datetime.now(UTC).isoformat(),
+            }
+            console.print(json.dumps(body), markup=False, soft_wrap=True)
+        else:
+            console.print(str(anchor), markup=False, soft_wrap=True)
 
     run(go)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Annotated, Any
 
 import typer
 
+from signoff.anchoring import log_anchors
 from signoff.cli.context import DbOption, console, fail, open_service, run
 from signoff.cli.loading import load_object
 from signoff.config import default_db_url
@@ -77,6 +79,17 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    anchor_every: Annotated[
+        float | None,
+        typer.Option(
+            "--anchor-every",
+            min=0.1,
+            help="Write the audit anchor (SEQ:HASH, entry count, time) to stderr every SECONDS, "
+            "for a log collector to keep outside the database; signoff audit verify --anchor "
+            "checks the log against it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
@@ -130,7 +143,16 @@ def serve(
                     soft_wrap=True,
                 )
             console.print("Ctrl+C stops.")
-            await server.serve()
+            anchoring = (
+                asyncio.create_task(log_anchors(service, anchor_every))
+                if anchor_every is not None
+                else None
+            )
+            try:
+                await server.serve()
+            finally:
+                if anchoring is not None:
+                    anchoring.cancel()
 
     try:
         run(go)

@@ -3,12 +3,20 @@
 Each entry's hash covers its own fields and the previous entry's hash, so editing,
 deleting or reordering any entry breaks every hash after it. The store also keeps the
 chain's head (last seq and hash) beside the log, so removing entries from the end is
-caught too.
+caught too, and :func:`verify_log` checks the log against the rest of the store: every
+request has its ``submit`` entry, every event concerns an audited request, and the event
+log has no gaps.
+
+What no check of the database alone can catch: someone with write access who rewrites
+the log and re-hashes every entry after the change, and the head with it. An
+:class:`Anchor` (the seq and hash of an entry, kept outside the database) catches that:
+the log must still hold that very entry, so any rewrite at or before it shows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, JsonValue
@@ -17,12 +25,16 @@ from signoff.domain.jsoncanon import canonical_json, sha256_hex
 
 __all__ = [
     "GENESIS_HASH",
+    "Anchor",
     "AuditDraft",
     "AuditEntry",
     "ChainReport",
+    "LogCoverage",
     "committed_entry",
     "entry_hash",
+    "parse_anchor",
     "verify_chain",
+    "verify_log",
 ]
 
 GENESIS_HASH = "0" * 64
@@ -111,9 +123,12 @@ class ChainReport(BaseModel):
     entries: int
     """How many entries were read."""
     first_bad_seq: int | None = None
-    """The first entry that fails (for a truncated chain: the first missing one)."""
+    """The first entry that fails (for a truncated chain: the first missing one); None
+    when what fails is not one entry (a missing head, a request without its entries)."""
     problem: str | None = None
-    """What is wrong with it."""
+    """What is wrong."""
+    anchor: str | None = None
+    """The anchor (``SEQ:HASH``) the log was checked against, if one was given."""
 
 
 def verify_chain(
@@ -160,3 +175,131 @@ def verify_chain(
                 f"{expected_seq - 1}: entries were removed from the end or the head was edited",
             )
     return ChainReport(ok=True, entries=count)
+
+
+_ANCHOR = re.compile(r"(0|[1-9][0-9]{0,17}):([0-9a-f]{64})")
+
+
+class Anchor(BaseModel):
+    """An entry's position and hash, written down outside the database to check it later."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    """The entry's seq, which is also how many entries the log had (0: the empty log)."""
+    hash: str
+    """The entry's hash (``GENESIS_HASH`` for the empty log)."""
+
+    def __str__(self) -> str:
+        return f"{self.seq}:{self.hash}"
+
+
+def parse_anchor(text: str) -> Anchor:
+    """Read an anchor written as ``SEQ:HASH``; ValueError names the form otherwise."""
+    match = _ANCHOR.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(
+            f"not an audit anchor: {text[:80]!r}; expected SEQ:HASH, as signoff audit anchor "
+            "prints it (a number, a colon, 64 lowercase hex digits)"
+        )
+    seq, digest = int(match.group(1)), match.group(2)
+    if seq == 0 and digest != GENESIS_HASH:
+        raise ValueError(f"the anchor of the empty log is 0:{GENESIS_HASH}")
+    return Anchor(seq=seq, hash=digest)
+
+
+class LogCoverage(BaseModel):
+    """What the rest of the store holds that the audit log must account for.
+
+    Id and seq lists are samples (the store returns the first few), enough to name them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests: int
+    """How many requests the store holds."""
+    unaudited_requests: tuple[str, ...] = ()
+    """Requests the store holds whose ``submit`` entry is not in the audit log."""
+    unknown_requests: tuple[str, ...] = ()
+    """Requests the audit log records as submitted that the store no longer holds."""
+    events: int
+    """How many events the event log holds."""
+    first_event_seq: int | None = None
+    """The lowest event seq (None: no events)."""
+    last_event_seq: int | None = None
+    """The highest event seq (None: no events)."""
+    event_head: int | None = None
+    """The last event seq the store says it handed out, where it keeps one beside the log."""
+    orphan_events: tuple[int, ...] = ()
+    """Events whose request has no ``submit`` entry in the audit log."""
+
+
+def verify_log(
+    entries: Sequence[AuditEntry],
+    *,
+    head: tuple[int, str] | None,
+    coverage: LogCoverage,
+    anchor: Anchor | None = None,
+) -> ChainReport:
+    """Check the whole log: the chain, its head, an anchor if given, and its coverage.
+
+    ``entries`` is the whole log in stored order; ``head`` the (seq, hash) kept beside it,
+    None when the store has none.
+    """
+    named = str(anchor) if anchor is not None else None
+    count = len(entries)
+
+    def broken(problem: str, seq: int | None = None) -> ChainReport:
+        return ChainReport(
+            ok=False, entries=count, first_bad_seq=seq, problem=problem, anchor=named
+        )
+
+    if head is None and count:
+        return broken(
+            f"the log has {count} entries but the chain head kept beside it is missing: "
+            "the head was deleted, so entries removed from the end would not show"
+        )
+    report = verify_chain(entries, head=head)
+    if not report.ok:
+        return report.model_copy(update={"anchor": named})
+    if anchor is not None:
+        if anchor.seq > count:
+            return broken(
+                f"the anchor names entry {anchor.seq} but the log has only {count} entries: "
+                "entries were removed and the log re-hashed",
+                count + 1,
+            )
+        found = entries[anchor.seq - 1].hash if anchor.seq else GENESIS_HASH
+        if found != anchor.hash:
+            return broken(
+                f"entry {anchor.seq} no longer has the anchored hash: the log was rewritten "
+                f"at or before entry {anchor.seq} and re-hashed",
+                anchor.seq,
+            )
+    if coverage.unaudited_requests:
+        return broken(
+            f"request {coverage.unaudited_requests[0]} has no submit entry in the audit log "
+            f"({count} entries for {coverage.requests} requests): its entries were deleted"
+        )
+    if coverage.unknown_requests:
+        return broken(
+            f"the audit log records request {coverage.unknown_requests[0]} being submitted, "
+            "but the store no longer holds it: the request was deleted"
+        )
+    if coverage.orphan_events:
+        return broken(
+            f"event {coverage.orphan_events[0]} concerns a request with no submit entry in "
+            "the audit log: audit entries were deleted"
+        )
+    first, last = coverage.first_event_seq, coverage.last_event_seq
+    if coverage.events and (first != 1 or last is None or last - first + 1 != coverage.events):
+        return broken(
+            f"the event log holds {coverage.events} events numbered {first} to {last}: "
+            "events were deleted"
+        )
+    if coverage.event_head is not None and coverage.event_head != (last or 0):
+        return broken(
+            f"the event head says {coverage.event_head} events were written, the event log "
+            f"ends at {last or 0}: events were removed from the end"
+        )
+    return ChainReport(ok=True, entries=count, anchor=named)

@@ -232,11 +232,28 @@ def api_router() -> APIRouter:
         return {"items": [e.model_dump(mode="json") for e in entries]}
 
     @router.get("/audit/verify")
-    async def audit_verify(service: ServiceDep, caller: Caller) -> dict[str, Any]:
-        """Check the audit chain for edits, deletions and reordering."""
+    async def audit_verify(
+        service: ServiceDep,
+        caller: Caller,
+        anchor: Annotated[str | None, Query(max_length=100)] = None,
+    ) -> dict[str, Any]:
+        """Check the audit log: edits, deletions, its head, unaudited requests and events,
+        and, given ``anchor`` (``SEQ:HASH`` from /audit/anchor), that it extends that entry."""
         if caller.role != "admin":
             raise NotAllowed("only admins may verify the audit log")
-        return (await service.verify_audit()).model_dump(mode="json")
+        return (await service.verify_audit(anchor)).model_dump(mode="json")
+
+    @router.get("/audit/anchor")
+    async def audit_anchor(service: ServiceDep, caller: Caller) -> dict[str, Any]:
+        """The chain head (approvers and admins), to keep outside the database."""
+        if caller.role == "agent":
+            raise NotAllowed("agents may not read the audit anchor")
+        anchor = await service.audit_anchor()
+        return {
+            **anchor.model_dump(mode="json"),
+            "anchor": str(anchor),
+            "at": service.clock().isoformat(),
+        }
 
     @router.post("/tokens", status_code=201)
     async def create_token(body: TokenBody, service: ServiceDep, caller: Caller) -> dict[str, Any]:

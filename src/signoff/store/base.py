@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from signoff.domain.audit import AuditDraft, AuditEntry
+from signoff.domain.audit import AuditDraft, AuditEntry, LogCoverage
 from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
@@ -203,6 +203,10 @@ class Store(Protocol):
 
     async def audit_head(self) -> tuple[int, str] | None:
         """The (seq, hash) of the last entry, kept beside the log; None when empty."""
+
+    async def audit_coverage(self, sample: int = 5) -> LogCoverage:
+        """What the audit log must account for: request and event counts, the event seq
+        span, and up to ``sample`` requests or events it fails to (see LogCoverage)."""
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events after ``after_seq``, in order."""

@@ -5,7 +5,13 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
+from signoff.domain.audit import (
+    GENESIS_HASH,
+    AuditEntry,
+    LogCoverage,
+    committed_entry,
+    entry_hash,
+)
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
@@ -249,6 +255,23 @@ class MemoryStore:
     async def audit_head(self) -> tuple[int, str] | None:
         """The last entry's seq and hash."""
         return (self._audit[-1].seq, self._audit[-1].hash) if self._audit else None
+
+    async def audit_coverage(self, sample: int = 5) -> LogCoverage:
+        """Counted from the dicts and lists."""
+        submitted = {e.request_id for e in self._audit if e.action == "submit"}
+        unaudited = [rid for rid in self._requests if rid not in submitted]
+        unknown = sorted(rid for rid in submitted if rid is not None and rid not in self._requests)
+        orphans = [e.seq for e in self._events if e.request.id not in submitted]
+        seqs = [e.seq for e in self._events]
+        return LogCoverage(
+            requests=len(self._requests),
+            unaudited_requests=tuple(sorted(unaudited)[:sample]),
+            unknown_requests=tuple(unknown[:sample]),
+            events=len(self._events),
+            first_event_seq=min(seqs, default=None),
+            last_event_seq=max(seqs, default=None),
+            orphan_events=tuple(orphans[:sample]),
+        )
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events after ``after_seq``."""

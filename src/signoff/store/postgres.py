@@ -21,7 +21,13 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
+from signoff.domain.audit import (
+    GENESIS_HASH,
+    AuditEntry,
+    LogCoverage,
+    committed_entry,
+    entry_hash,
+)
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
@@ -405,6 +411,20 @@ class PostgresStore:
             return None
         return int(row[0]), str(row[1])
 
+    async def audit_coverage(self, sample: int = 5) -> LogCoverage:
+        """Counted in one statement, so the figures come from one snapshot."""
+        row = await self._fetchrow(_COVERAGE, sample)
+        return LogCoverage(
+            requests=row[0],
+            unaudited_requests=tuple(row[1]),
+            unknown_requests=tuple(row[2]),
+            events=row[3],
+            first_event_seq=row[4],
+            last_event_seq=row[5],
+            event_head=row[6],
+            orphan_events=tuple(row[7]),
+        )
+
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events after ``after_seq``, in order."""
         rows = await self._fetch(
@@ -569,6 +589,26 @@ async def _upsert(conn: Any, sql: str, rows: list[tuple[object, ...]]) -> None:
     if rows:
         await conn.executemany(sql, sorted(rows, key=lambda row: str(row[0])))
 
+
+_COVERAGE = """
+SELECT
+    (SELECT count(*) FROM requests),
+    ARRAY(SELECT r.id FROM requests r WHERE NOT EXISTS (
+        SELECT 1 FROM audit a WHERE a.request_id = r.id AND a.action = 'submit'
+    ) ORDER BY r.id LIMIT $1),
+    ARRAY(SELECT a.request_id FROM audit a WHERE a.action = 'submit'
+        AND a.request_id IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = a.request_id)
+        ORDER BY a.seq LIMIT $1),
+    (SELECT count(*) FROM events),
+    (SELECT min(seq) FROM events),
+    (SELECT max(seq) FROM events),
+    (SELECT event_seq FROM log_head WHERE id = 1),
+    ARRAY(SELECT e.seq FROM events e WHERE NOT EXISTS (
+        SELECT 1 FROM audit a WHERE a.request_id = e.request_id AND a.action = 'submit'
+    ) ORDER BY e.seq LIMIT $1)
+"""
+"""What :meth:`PostgresStore.audit_coverage` counts, in one snapshot."""
 
 _APPEND = """
 WITH audit_rows AS (

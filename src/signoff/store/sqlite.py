@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, committed_entry, entry_hash
+from signoff.domain.audit import (
+    GENESIS_HASH,
+    AuditEntry,
+    LogCoverage,
+    committed_entry,
+    entry_hash,
+)
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
@@ -492,6 +498,18 @@ class SQLiteStore:
 
         return self._lookup(q)
 
+    async def audit_coverage(self, sample: int = 5) -> LogCoverage:
+        """Counted in one read transaction, so the figures agree with each other."""
+
+        def q(conn: sqlite3.Connection) -> LogCoverage:
+            conn.execute("BEGIN")
+            try:
+                return _coverage(conn, sample)
+            finally:
+                conn.execute("COMMIT")
+
+        return await self._read(q)
+
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         """Events after ``after_seq``, in order."""
 
@@ -817,3 +835,36 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
             )
         )
     return Committed(events=tuple(events), audit=tuple(audit))
+
+
+def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:
+    """The figures behind :meth:`SQLiteStore.audit_coverage`."""
+    submitted = "SELECT 1 FROM audit a WHERE a.request_id = {} AND a.action = 'submit'"
+    requests = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
+    unaudited = conn.execute(
+        f"SELECT id FROM requests r WHERE NOT EXISTS ({submitted.format('r.id')}) "  # noqa: S608
+        "ORDER BY id LIMIT ?",
+        (sample,),
+    ).fetchall()
+    unknown = conn.execute(
+        "SELECT a.request_id FROM audit a WHERE a.action = 'submit' "
+        "AND a.request_id IS NOT NULL "
+        "AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = a.request_id) "
+        "ORDER BY a.seq LIMIT ?",
+        (sample,),
+    ).fetchall()
+    count, first, last = conn.execute("SELECT count(*), min(seq), max(seq) FROM events").fetchone()
+    orphans = conn.execute(
+        f"SELECT seq FROM events e WHERE NOT EXISTS ({submitted.format('e.request_id')}) "  # noqa: S608
+        "ORDER BY seq LIMIT ?",
+        (sample,),
+    ).fetchall()
+    return LogCoverage(
+        requests=requests,
+        unaudited_requests=tuple(r[0] for r in unaudited),
+        unknown_requests=tuple(r[0] for r in unknown),
+        events=count,
+        first_event_seq=first,
+        last_event_seq=last,
+        orphan_events=tuple(r[0] for r in orphans),
+    )
