@@ -273,18 +273,38 @@ async def test_wait_applies_expiry_when_due(service: Service, clock: FakeClock) 
     assert [e.action for e in await service.audit(request.id)] == ["submit", "expire"]
 
 
-async def test_expiry_policies(service: Service, clock: FakeClock) -> None:
-    """on_expire reject (default) expires; approve approves; default picks the default answer."""
-    rejecting = await submit(service, expires_in=10)
-    approving = await submit(service, expires_in=10, on_expire="approve")
+EXPIRY_POLICY = """
+[tools]
+need_approval = ["*"]
+[expiry]
+expires_in = 10
+on_expire = "default"
+[[rules]]
+tool = "shell"
+action = "ask"
+name = "approve-shell-on-expiry"
+on_expire = "approve"
+"""
+
+
+async def test_expiry_policies(store: Any, clock: FakeClock) -> None:
+    """Policy's on_expire: reject expires; approve approves; default picks the default answer."""
+    service = Service(store, policy=Policy.from_toml(EXPIRY_POLICY), clock=clock, read_file=None)
+    rejecting = await submit(service, tool_name="other")
+    approving = await submit(service, expires_in=100)
+    assert approving.expiry_set_by == 'rules[0] "approve-shell-on-expiry" in <string>'
     choosing = await submit(service, kind="choice", prompt="p", options=["a", "b"],
-                            expires_in=10, on_expire="default", default_choice="b",
+                            on_expire="default", default_choice="b",
                             tool_name=None, tool_args=None)  # fmt: skip
-    answering = await submit(service, kind="questions", questions=["Q?"], expires_in=10,
+    answering = await submit(service, kind="questions", questions=["Q?"],
                              on_expire="default", default_answers={"q1": "later"},
                              tool_name=None, tool_args=None)  # fmt: skip
-    later = await submit(service, expires_in=100)
-    clock.advance(9)
+    sooner = await submit(service, expires_in=5)
+    assert sooner.on_expire == "reject" and "requester" in str(sooner.expiry_set_by)
+    clock.advance(6)
+    assert await service.expire_due() == 1
+    assert (await service.get(sooner.id)).status == "expired"
+    clock.advance(3)
     assert await service.expire_due() == 0
     clock.advance(2)
     assert await service.expire_due() == 4
@@ -297,7 +317,6 @@ async def test_expiry_policies(service: Service, clock: FakeClock) -> None:
     answered = await service.get(answering.id)
     assert answered.status == "approved" and answered.decision is not None
     assert answered.decision.decided_by == "expiry"
-    assert (await service.get(later.id)).status == "pending"
     with pytest.raises(InvalidTransition):
         await service.decide(rejecting.id, {"type": "approve"}, APPROVER)
 

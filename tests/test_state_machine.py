@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import TERMINAL, TRANSITIONS, ApprovalRequest, Request, Status
 from signoff.errors import CallerError
@@ -28,6 +29,11 @@ PRINCIPALS = [
     Principal(name="root", role="admin"),
 ]
 ARG_CHOICES = [{"x": 1}, {"x": 2}, {}]
+EXPIRY_POLICY = Policy.from_toml(
+    '[expiry]\nexpires_in = 15\non_expire = "default"\n'
+    '[[rules]]\ntool = "t"\naction = "ask"\non_expire = "approve"\n'
+)
+"""Expiry (after 15 s) approves tool calls and gives choice and questions their defaults."""
 
 decisions = st.one_of(
     st.builds(dict, type=st.just("approve")),
@@ -48,7 +54,7 @@ class Lifecycle(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.clock = FakeClock()
-        self.service: Service = memory_service(clock=self.clock)
+        self.service: Service = memory_service(clock=self.clock, policy=EXPIRY_POLICY)
         self.history: dict[str, list[tuple[int, Status]]] = {}
 
     def run(self, coro: Any) -> Any:
@@ -69,6 +75,8 @@ class Lifecycle(RuleBasedStateMachine):
     )
     def submit(self, kind: str, expires: int | None, on_expire: str, call_id: str | None) -> None:
         body: dict[str, Any] = {"session_id": "s", "kind": kind, "expires_in": expires}
+        if on_expire != "reject":
+            body["expires_in"] = None  # an expiry the requester asks for always rejects
         if kind == "approval":
             body |= {"tool_name": "t", "tool_args": {"x": 1}, "tool_call_id": call_id}
             body["on_expire"] = "approve" if on_expire == "approve" else "reject"

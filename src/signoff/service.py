@@ -47,6 +47,7 @@ from signoff.domain.principals import (
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.sessions import SessionRecord, hash_session_id, new_session_id
 from signoff.domain.submission import NewRequest, build_request, rejected_record
+from signoff.domain.terms import Terms, settle
 from signoff.domain.transitions import (
     Change,
     apply_decision,
@@ -207,6 +208,18 @@ class Service:
                 governance = verdict.governance
             else:
                 governance = self.policy.governance()
+        terms = Terms()
+        if verdict is not None and verdict.terms is not None:
+            terms = verdict.terms
+        elif self.policy is not None:
+            terms = self.policy.terms(new.kind)
+        settled = settle(
+            new.kind,
+            terms,
+            expires_in=new.expires_in,
+            on_expire=new.on_expire,
+            allowed_decisions=new.allowed_decisions,
+        )
         preview = self._preview(new)
         request = build_request(
             new,
@@ -217,6 +230,7 @@ class Service:
             allow_self_approval=governance.allow_self_approval,
             policy_note=verdict.explain() if verdict is not None else None,
             preview=preview,
+            settled=settled,
         )
         audit: list[AuditDraft] = [
             AuditDraft(

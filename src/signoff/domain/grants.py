@@ -7,7 +7,6 @@ creates a standing :class:`Grant` that approves later matching requests at submi
 
 from __future__ import annotations
 
-import fnmatch
 import secrets
 from collections.abc import Mapping
 from datetime import datetime
@@ -16,8 +15,9 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict
 
 from signoff.domain.jsoncanon import canonical_json, sha256_hex
+from signoff.domain.patterns import match_args
 
-__all__ = ["Grant", "GrantScope", "args_digest", "match_args", "new_grant_id"]
+__all__ = ["Grant", "GrantScope", "args_digest", "new_grant_id"]
 
 GrantScope: TypeAlias = Literal["session", "always"]
 
@@ -25,21 +25,6 @@ GrantScope: TypeAlias = Literal["session", "always"]
 def args_digest(tool_name: str, args: Mapping[str, object]) -> str:
     """sha256 over the tool name and the canonical JSON of the arguments that will run."""
     return sha256_hex(tool_name + "\n" + canonical_json(dict(args)))
-
-
-def match_args(pattern: Mapping[str, str], args: Mapping[str, object]) -> bool:
-    """Whether every key of ``pattern`` is in ``args`` and its value matches the glob.
-
-    Strings are matched as they are; other values by their canonical JSON.
-    """
-    for key, glob in pattern.items():
-        if key not in args:
-            return False
-        value = args[key]
-        text = value if isinstance(value, str) else canonical_json(value)
-        if not fnmatch.fnmatchcase(text, glob):
-            return False
-    return True
 
 
 def new_grant_id() -> str:
@@ -63,7 +48,8 @@ class Grant(BaseModel):
     requested_by: str
     """The requester it covers."""
     args_pattern: dict[str, str] | None = None
-    """Argument globs a later call must match; None: any arguments."""
+    """Argument globs a later call must match, strictly (``signoff.domain.patterns``): every
+    argument named, ``*`` stopping at ``/``, paths normalized; None: any arguments."""
     created_by: str
     """Principal whose decision created it."""
     created_at: datetime
@@ -97,4 +83,4 @@ class Grant(BaseModel):
             return False
         if self.scope == "session" and session_id != self.session_id:
             return False
-        return self.args_pattern is None or match_args(self.args_pattern, args)
+        return self.args_pattern is None or match_args(self.args_pattern, args, strict=True)

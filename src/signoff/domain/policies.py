@@ -20,6 +20,24 @@ that has one) is consulted before the global ``$XDG_CONFIG_HOME/signoff/tools.to
     approvers = ["carol"]      # optional governance for what this rule sends to "ask"
     quorum = 2
     allow_self_approval = true
+    expires_in = 600           # for what it sends to "ask": expiry, over the [expiry] table
+    on_expire = "reject"       # reject | approve
+    allowed_decisions = ["approve", "reject"]  # what a person may decide (only policy
+                                               # may take reject away)
+
+    [[rules]]
+    tool = "deploy"
+    args = { env = "staging" }
+    action = "allow"
+    extra_args = "ignore"      # allow rules only: also match calls with arguments args lacks
+
+    [expiry]                   # optional: for every request this file governs
+    expires_in = 3600          # seconds; a requester may ask for less (which then rejects)
+    on_expire = "reject"       # reject | approve | default (the requester's default answer)
+
+Argument globs match as ``signoff.domain.patterns`` says: strictly for ``allow`` rules
+(``*`` stops at ``/``, paths normalized, no unnamed arguments, no shell chaining the
+pattern lacks), permissively for ``deny`` and ``ask`` rules, so neither is ever weakened.
 
 Evaluation: rules of every file in order (project first); then ``need_approval`` globs;
 then the first ``default``; then, if any file lists ``need_approval``, the rest are
@@ -36,9 +54,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from signoff.domain.grants import match_args
+from signoff.domain.patterns import ExtraArgs, args_mismatch
+from signoff.domain.requests import OnExpire, RequestKind
+from signoff.domain.submission import MAX_EXPIRES_IN
+from signoff.domain.terms import Terms
 from signoff.errors import PolicyError
 
 __all__ = [
@@ -100,12 +121,42 @@ class Rule(_GovernanceTable):
     """What a matching call gets."""
     name: str | None = None
     """A label for explanations."""
+    extra_args: ExtraArgs | None = None
+    """allow rules: ``ignore`` also matches calls with arguments ``args`` does not name."""
+    expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN)
+    """Seconds what this rule asks about waits for a person (over ``[expiry]``)."""
+    on_expire: Literal["reject", "approve"] | None = None
+    """What expiry does to what this rule asks about (over ``[expiry]``)."""
+    allowed_decisions: list[Literal["approve", "reject", "respond"]] | None = Field(
+        default=None, min_length=1
+    )
+    """The decisions a person has on what this rule asks about (default: all)."""
+
+    @model_validator(mode="after")
+    def _extra_args_for_allow(self) -> Rule:
+        if self.extra_args is not None and self.action != "allow":
+            raise ValueError(
+                "extra_args is for allow rules (deny and ask rules always ignore extra arguments)"
+            )
+        return self
 
     def matches(self, tool_name: str, args: Mapping[str, object]) -> bool:
         """Whether a call of ``tool_name`` with ``args`` falls under this rule."""
+        return self.mismatch(tool_name, args) is None
+
+    def mismatch(self, tool_name: str, args: Mapping[str, object]) -> str | None:
+        """Why a call of ``tool_name`` with ``args`` does not fall under this rule; None if it
+        does. allow rules match strictly, deny and ask rules permissively."""
         if not fnmatch.fnmatchcase(tool_name, self.tool):
-            return False
-        return self.args is None or match_args(self.args, args)
+            return f"the tool is not {self.tool!r}"
+        if self.args is None:
+            return None
+        return args_mismatch(
+            self.args,
+            args,
+            strict=self.action == "allow",
+            extra_args=self.extra_args or "forbid",
+        )
 
 
 class _ToolsTable(_Strict):
@@ -113,10 +164,31 @@ class _ToolsTable(_Strict):
     default: Verdict | None = None
 
 
+class _ExpiryTable(_Strict):
+    expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN)
+    on_expire: OnExpire | None = None
+
+
 class _FileBody(_Strict):
     tools: _ToolsTable = _ToolsTable()
     governance: _GovernanceTable | None = None
+    expiry: _ExpiryTable | None = None
     rules: list[Rule] = []
+
+    @model_validator(mode="after")
+    def _on_expire_needs_expiry(self) -> _FileBody:
+        table = self.expiry or _ExpiryTable()
+        if (table.on_expire or "reject") != "reject" and table.expires_in is None:
+            raise ValueError("expiry.on_expire other than reject needs expiry.expires_in")
+        for n, rule in enumerate(self.rules):
+            if (rule.on_expire or "reject") != "reject" and (
+                rule.expires_in is None and table.expires_in is None
+            ):
+                raise ValueError(
+                    f"rules[{n}].on_expire other than reject needs expires_in "
+                    "(in the rule or in [expiry])"
+                )
+        return self
 
 
 class PolicyFile(BaseModel):
@@ -132,6 +204,8 @@ class PolicyFile(BaseModel):
     """Verdict for tools this file matches nowhere else."""
     governance: _GovernanceTable | None = None
     """The file's ``[governance]`` table, if any."""
+    expiry: _ExpiryTable | None = None
+    """The file's ``[expiry]`` table, if any."""
     rules: tuple[Rule, ...] = ()
     """The rules, in order."""
 
@@ -150,7 +224,7 @@ class PolicyFile(BaseModel):
             msg = str(err["msg"])
             if err["type"] == "extra_forbidden":
                 msg = "unknown key (a typo would silently weaken the policy)"
-            elif err["type"] == "literal_error":
+            elif err["type"] == "literal_error" and err["loc"][-1] in ("action", "default"):
                 msg = "must be one of allow, deny, ask"
             raise PolicyError(f"{source}: {where}: {msg}") from None
         return cls(
@@ -158,6 +232,7 @@ class PolicyFile(BaseModel):
             need_approval=tuple(body.tools.need_approval),
             default=body.tools.default,
             governance=body.governance,
+            expiry=body.expiry,
             rules=tuple(body.rules),
         )
 
@@ -194,6 +269,8 @@ class PolicyDecision(BaseModel):
     """What in that file decided, e.g. ``rules[2] "no-rm"`` or ``need_approval "shell"``."""
     governance: Governance = Governance()
     """Who may decide, when the verdict is ask."""
+    terms: Terms | None = None
+    """Expiry and a person's choices, when the verdict is ask (None: ``Policy.terms``)."""
 
     def explain(self) -> str:
         """One line: verdict, rule and file."""
@@ -253,6 +330,53 @@ class Policy:
             base = table.over(base)
         return rule.over(base) if rule is not None else base
 
+    def terms(self, kind: RequestKind = "approval") -> Terms:
+        """Expiry and a person's choices for requests no rule speaks of: the first file's
+        ``[expiry]`` table, else the built-in terms (no expiry; expiry would reject).
+
+        ``kind`` is for callers that speak of one kind; the table's ``on_expire`` applies to
+        the kinds it fits, and ``settle`` makes it ``reject`` for the others.
+        """
+        del kind  # one table for every kind: settle() fits on_expire to the kind
+        return self._terms(None, "")
+
+    def _terms(self, rule: Rule | None, label: str) -> Terms:
+        found = next(((f.expiry, f.source) for f in self.files if f.expiry is not None), None)
+        base = Terms()
+        if found is not None:
+            table, source = found
+            base = Terms(
+                expires_in=table.expires_in,
+                on_expire=table.on_expire or "reject",
+                set_by=f"[expiry] in {source}",
+            )
+        if rule is None:
+            return base
+        update: dict[str, object] = {}
+        if rule.expires_in is not None or rule.on_expire is not None:
+            update["set_by"] = label
+            if rule.expires_in is not None:
+                update["expires_in"] = rule.expires_in
+            if rule.on_expire is not None:
+                update["on_expire"] = rule.on_expire
+        if rule.allowed_decisions is not None:
+            update["allowed_decisions"] = tuple(rule.allowed_decisions)
+        return base.model_copy(update=update)
+
+    def explain_rules(self, tool_name: str, args: Mapping[str, object]) -> list[str]:
+        """One line per rule naming ``tool_name``, in order: whether it matches, and why not."""
+        lines = []
+        for f in self.files:
+            for n, rule in enumerate(f.rules):
+                if not fnmatch.fnmatchcase(tool_name, rule.tool):
+                    continue
+                how = "strict" if rule.action == "allow" else "permissive"
+                label = f"rules[{n}]" + (f' "{rule.name}"' if rule.name else "")
+                why = rule.mismatch(tool_name, args)
+                outcome = "matches" if why is None else f"does not match: {why}"
+                lines.append(f"{label} ({rule.action}, {how}) in {f.source}: {outcome}")
+        return lines
+
     def evaluate(self, tool_name: str, args: Mapping[str, object]) -> PolicyDecision:
         """The verdict on calling ``tool_name`` with ``args``."""
         explicit = self.explicit(tool_name, args)
@@ -269,6 +393,7 @@ class Policy:
                         source=f.source,
                         rule=label,
                         governance=self._governance(rule),
+                        terms=self._terms(rule, f"{label} in {f.source}"),
                     )
         for f in self.files:
             for glob in f.need_approval:

@@ -143,6 +143,8 @@ class _RequestBase(_Model):
     """Whether the requester may approve their own request."""
     policy_note: str | None = None
     """Which policy file and rule sent this request where it is."""
+    expiry_set_by: str | None = None
+    """Which policy file and table or rule (or the requester, stricter) set the expiry."""
     votes: tuple[DecisionRecord, ...] = ()
     """Approvals recorded so far (more than one only under a quorum)."""
     decision: DecisionRecord | None = None

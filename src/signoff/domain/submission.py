@@ -20,6 +20,7 @@ from signoff.domain.requests import (
     RequestKind,
     new_request_id,
 )
+from signoff.domain.terms import Settled, Terms, settle
 
 __all__ = ["MAX_EXPIRES_IN", "NewRequest", "QuestionIn", "build_request", "rejected_record"]
 
@@ -71,13 +72,13 @@ class NewRequest(BaseModel):
     questions: list[QuestionIn | Text] | None = Field(default=None, max_length=100)
     """questions: the questions, as text or ``{id, text, required}``."""
     allowed_decisions: list[DecisionType] | None = None
-    """Narrows the decisions the kind allows."""
+    """Narrows the decisions policy allows; ``reject`` must stay (only policy removes it)."""
     context: JsonValue = None
     """Free-form context shown to the person."""
     expires_in: float | None = Field(default=None, gt=0, le=MAX_EXPIRES_IN)
-    """Seconds until a pending request expires."""
-    on_expire: OnExpire = "reject"
-    """What expiry means: ``reject`` (default), ``approve``, or ``default``."""
+    """Seconds until a pending request expires; earlier than policy's expiry, it rejects."""
+    on_expire: OnExpire | None = None
+    """Policy sets what expiry does; a requester may only ask for ``reject`` (or repeat it)."""
     default_choice: list[str] | str | None = None
     """choice: what expiry chooses under ``on_expire="default"``."""
     default_answers: dict[str, str] | None = None
@@ -180,19 +181,33 @@ def build_request(
     allow_self_approval: bool = False,
     policy_note: str | None = None,
     preview: FilePreview | None = None,
+    settled: Settled | None = None,
 ) -> Request:
-    """The pending request ``new`` describes, as submitted by ``requested_by`` at ``now``."""
+    """The pending request ``new`` describes, as submitted by ``requested_by`` at ``now``.
+
+    ``settled`` holds its expiry and allowed decisions (default: the built-in terms).
+    """
+    if settled is None:
+        settled = settle(
+            new.kind,
+            Terms(),
+            expires_in=new.expires_in,
+            on_expire=new.on_expire,
+            allowed_decisions=new.allowed_decisions,
+        )
+    expires_in = settled.expires_in
     common = {
         "id": new_request_id(),
         "session_id": new.session_id,
         "requested_by": requested_by,
         "created_at": now,
         "updated_at": now,
-        "expires_at": now + timedelta(seconds=new.expires_in) if new.expires_in else None,
-        "on_expire": new.on_expire,
+        "expires_at": now + timedelta(seconds=expires_in) if expires_in else None,
+        "on_expire": settled.on_expire,
+        "expiry_set_by": settled.set_by,
         "context": new.context,
         "idempotency_key": new.idempotency_key,
-        "allowed_decisions": tuple(new.allowed_decisions or ALLOWED_DECISIONS[new.kind]),
+        "allowed_decisions": settled.allowed_decisions,
         "approvers": approvers,
         "quorum": quorum,
         "allow_self_approval": allow_self_approval,

@@ -289,7 +289,10 @@ def expire(request: Request, now: datetime) -> Change:
     """What an overdue pending request becomes under its ``on_expire`` policy."""
     if not is_overdue(request, now):
         raise InvalidTransition(f"request {request.id} is not overdue", status=request.status)
-    details: dict[str, JsonValue] = {"on_expire": request.on_expire}
+    details: dict[str, JsonValue] = {
+        "on_expire": request.on_expire,
+        "set_by": request.expiry_set_by,
+    }
     decision: Decision | None = None
     extra: dict[str, JsonValue] | None = None
     if request.on_expire == "approve" and not isinstance(request, ChoiceRequest):
