@@ -48,6 +48,7 @@ __all__ = [
     "apply_decision",
     "approved_by_grant",
     "cancel",
+    "check_may_decide",
     "claim",
     "expire",
     "finish",
@@ -112,9 +113,13 @@ def _require_pending(request: Request, now: datetime) -> None:
         raise InvalidTransition(f"request {request.id} has expired", status="expired")
 
 
-def _check_decider(request: Request, decision: Decision, principal: Principal) -> None:
+def check_may_decide(principal: Principal) -> None:
+    """Refuse anyone whose role may not decide (agents), whatever the request or path."""
     if principal.role not in DECIDER_ROLES:
         raise NotAllowed(f"{principal.name} is an {principal.role} and may not decide requests")
+
+
+def _check_decider(request: Request, decision: Decision, principal: Principal) -> None:
     if request.approvers and principal.name not in request.approvers:
         raise NotAllowed(f"{principal.name} is not a designated approver of request {request.id}")
     approving = not isinstance(decision, Reject | Respond)
@@ -158,6 +163,7 @@ def apply_decision(
     request: Request, decision: Decision, principal: Principal, now: datetime
 ) -> Change:
     """Record ``decision`` by ``principal``: a final decision, or one quorum vote."""
+    check_may_decide(principal)  # first: an agent learns nothing about the request's state
     _require_pending(request, now)
     if decision.type not in request.allowed_decisions:
         raise InvalidDecision(

@@ -14,6 +14,7 @@ from signoff.domain.decisions import Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
+from signoff.domain.transitions import check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.server.deps import API, current_principal, service_of
@@ -136,7 +137,8 @@ def api_router() -> APIRouter:
     async def decide(
         request_id: str, body: Decision, service: ServiceDep, caller: Caller
     ) -> dict[str, Any]:
-        """Decide a pending request."""
+        """Decide a pending request; 403 for an agent, whatever the id."""
+        check_may_decide(caller)
         await service.get(request_id, caller)
         return _dump(await service.decide(request_id, body, caller))
 

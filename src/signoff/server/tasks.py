@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from signoff.domain.principals import Principal
+from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.server.deps import API, current_principal
 
@@ -86,7 +87,8 @@ def tasks_router() -> APIRouter:
         body: ResumeBody | None = None,
         action: Literal["approve", "reject", "edit"] | None = None,
     ) -> dict[str, Any]:
-        """Approve, edit or reject a paused task's request; the task's next state."""
+        """Approve, edit or reject a paused task's request; 403 for an agent, even its own run."""
+        check_may_decide(caller)
         if body is None:
             if action is None:
                 raise InvalidRequest('action: give {"action": "approve"} or "reject"')
