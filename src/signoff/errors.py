@@ -15,9 +15,12 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   │   └── ArgsMismatch        a claim whose args differ from what was approved
     │   ├── NotAllowed              the principal may not do this
     │   ├── Unauthenticated         no principal: unknown or revoked token
+    │   ├── PayloadTooLarge         a request body over the server's size limit
+    │   ├── RequestTimeout          a request head or body that arrived too slowly
     │   └── PolicyError             a tools.toml that cannot be read or understood
     └── RuntimeFailure              signoff itself could not do it
         ├── StoreUnavailable        the store cannot be reached or written
+        ├── ServerBusy              the server holds as many connections as it may
         └── AuditChainBroken        the audit log fails verification
 """
 
@@ -32,9 +35,12 @@ __all__ = [
     "InvalidRequest",
     "InvalidTransition",
     "NotAllowed",
+    "PayloadTooLarge",
     "PolicyError",
     "RequestNotFound",
+    "RequestTimeout",
     "RuntimeFailure",
+    "ServerBusy",
     "SignoffError",
     "StoreUnavailable",
     "TaskNotFound",
@@ -115,6 +121,14 @@ class Unauthenticated(CallerError):
     """No principal could be resolved: the token is unknown, malformed or revoked."""
 
 
+class PayloadTooLarge(CallerError):
+    """A request body over the server's size limit, declared or streamed."""
+
+
+class RequestTimeout(CallerError):
+    """A request head or body that did not arrive within the server's read timeout."""
+
+
 class PolicyError(CallerError):
     """A tools.toml that cannot be read or understood."""
 
@@ -125,6 +139,10 @@ class RuntimeFailure(SignoffError):
 
 class StoreUnavailable(RuntimeFailure):
     """The store cannot be opened, read or written."""
+
+
+class ServerBusy(RuntimeFailure):
+    """The server already holds as many connections as it is set to; try again later."""
 
 
 class AuditChainBroken(RuntimeFailure):

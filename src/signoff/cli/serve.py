@@ -62,6 +62,30 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     db: DbOption = None,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="Seconds a connection has to send each request head (from opening, or from "
+            "the previous response); slower ones are closed.",
+        ),
+    ] = 10.0,
+    body_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="Seconds a request body has to arrive whole once its head is in; slower ones "
+            "get 408. Long-poll waits and event streams are not affected.",
+        ),
+    ] = 30.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Open connections (WebSockets and event streams included) past which a new "
+            "connection is answered 503 and closed.",
+        ),
+    ] = 1000,
     webhooks: Annotated[
         bool,
         typer.Option(
@@ -96,6 +120,7 @@ def serve(
         import uvicorn
 
         from signoff.server.app import create_app
+        from signoff.server.sockets import guarded_protocol
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
     agents = _agents(agent or [])
@@ -106,11 +131,23 @@ def serve(
     async def go() -> None:
         async with open_service(db, follow=True) as service:
             token = await ensure_admin_token(service)
-            app = create_app(service, agents=agents, public_url=base, webhooks=webhooks)
+            app = create_app(
+                service,
+                agents=agents,
+                public_url=base,
+                webhooks=webhooks,
+                body_timeout=body_timeout,
+            )
+            http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
             # events are small JSON sent to many sockets at once: compressing each copy for
             # each socket costs more CPU than it saves bytes
             config = uvicorn.Config(
-                app, host=host, port=port, log_level="warning", ws_per_message_deflate=False
+                app,
+                host=host,
+                port=port,
+                log_level="warning",
+                ws_per_message_deflate=False,
+                http=http,
             )
             server = uvicorn.Server(config)
             console.print(

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
+
+from signoff.domain.text import refuse_lone_surrogates
 
 __all__ = [
     "Answer",
@@ -28,6 +30,11 @@ _TEXT = 20_000
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encodable(cls, data: object) -> object:
+        return refuse_lone_surrogates(data)
 
 
 class Approve(_Model):

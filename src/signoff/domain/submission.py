@@ -5,7 +5,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    model_validator,
+)
 
 from signoff.domain.decisions import DecisionRecord, DecisionType, Reject
 from signoff.domain.previews import FilePreview
@@ -21,13 +29,14 @@ from signoff.domain.requests import (
     new_request_id,
 )
 from signoff.domain.terms import Settled, Terms, settle
+from signoff.domain.text import check_name, refuse_lone_surrogates
 
 __all__ = ["MAX_EXPIRES_IN", "NewRequest", "QuestionIn", "build_request", "rejected_record"]
 
 MAX_EXPIRES_IN = 30 * 24 * 3600.0
 """The longest expiry a request may ask for, in seconds (30 days)."""
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(check_name)]
 Text = Annotated[str, StringConstraints(max_length=20_000)]
 
 
@@ -85,6 +94,11 @@ class NewRequest(BaseModel):
     """questions: what expiry answers under ``on_expire="default"``."""
     idempotency_key: Name | None = None
     """Same requester and key again returns the same request."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encodable(cls, data: object) -> object:
+        return refuse_lone_surrogates(data)
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:

@@ -8,19 +8,20 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from signoff.domain.decisions import Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
+from signoff.domain.text import NoNul, refuse_lone_surrogates
 from signoff.domain.transitions import check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
-from signoff.server.limits import BodyLimit
+from signoff.server.limits import BodyLimit, NoNulInUrl
 from signoff.server.tasks import tasks_router
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
@@ -36,11 +37,16 @@ MAX_WAIT = 300.0
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _encodable(cls, data: object) -> object:
+        return refuse_lone_surrogates(data)
+
 
 class BatchDecision(_Body):
     """Decide several requests alike."""
 
-    ids: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+    ids: list[Annotated[NoNul, Field(min_length=1, max_length=100)]] = Field(
         min_length=1, max_length=500
     )
     type: Literal["approve", "reject"]
@@ -64,7 +70,7 @@ class ResultBody(_Body):
 class TokenBody(_Body):
     """A token to create."""
 
-    name: str = Field(min_length=1, max_length=200)
+    name: NoNul = Field(min_length=1, max_length=200)
     role: Role
 
 
@@ -337,6 +343,7 @@ def create_app(
     service: Service,
     *,
     max_body: int = 1_048_576,
+    body_timeout: float | None = None,
     sweep: bool = True,
     webhooks: bool = True,
     heartbeat: float = 15.0,
@@ -348,6 +355,7 @@ def create_app(
     While it runs (its lifespan) it expires overdue requests (``sweep``) and delivers
     events to webhooks; ``public_url`` is where links in webhook messages point.
     ``agents`` (name to pydantic-ai Agent) are hosted as durable tasks (needs pydantic-ai).
+    A request body must be whole within ``body_timeout`` seconds (None: no limit).
     """
     runner = None
     if agents:
@@ -397,6 +405,7 @@ def create_app(
     app.state.cookie_principal = cookie_principal
     app.include_router(web_router())
     app.mount("/static", static_files(), name="static")
-    app.add_middleware(BodyLimit, max_body=max_body)
+    app.add_middleware(BodyLimit, max_body=max_body, body_timeout=body_timeout)
+    app.add_middleware(NoNulInUrl)
     app.add_middleware(SecurityHeaders)
     return app

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from http import HTTPStatus
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from signoff.errors import (
     ArgsMismatch,
@@ -15,8 +19,11 @@ from signoff.errors import (
     InvalidRequest,
     InvalidTransition,
     NotAllowed,
+    PayloadTooLarge,
     PolicyError,
     RequestNotFound,
+    RequestTimeout,
+    ServerBusy,
     SignoffError,
     StoreUnavailable,
     TaskNotFound,
@@ -24,7 +31,7 @@ from signoff.errors import (
     Unauthenticated,
 )
 
-__all__ = ["STATUS_OF", "install_error_handlers", "status_of"]
+__all__ = ["STATUS_OF", "error_body", "install_error_handlers", "status_of"]
 
 STATUS_OF: tuple[tuple[type[SignoffError], int], ...] = (
     (RequestNotFound, 404),
@@ -38,8 +45,11 @@ STATUS_OF: tuple[tuple[type[SignoffError], int], ...] = (
     (PolicyError, 422),
     (NotAllowed, 403),
     (Unauthenticated, 401),
+    (PayloadTooLarge, 413),
+    (RequestTimeout, 408),
     (CallerError, 400),
     (StoreUnavailable, 503),
+    (ServerBusy, 503),
     (AuditChainBroken, 500),
     (SignoffError, 500),
 )
@@ -49,6 +59,11 @@ STATUS_OF: tuple[tuple[type[SignoffError], int], ...] = (
 def status_of(exc: SignoffError) -> int:
     """The HTTP status for ``exc``."""
     return next(code for cls, code in STATUS_OF if isinstance(exc, cls))
+
+
+def error_body(exc: SignoffError) -> bytes:
+    """``{"error": kind, "detail": one line}`` as bytes, for answers sent below FastAPI."""
+    return json.dumps({"error": type(exc).__name__, "detail": exc.message}).encode()
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -72,6 +87,13 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         errors = list(exc.errors())
         first = errors[0] if errors else {"loc": (), "msg": "invalid input"}
+        if first.get("type") == "json_invalid":
+            ctx = first.get("ctx")
+            why = ctx.get("error", "invalid JSON") if isinstance(ctx, dict) else "invalid JSON"
+            return JSONResponse(
+                {"error": "InvalidInput", "detail": f"the body is not valid JSON: {why}"},
+                status_code=422,
+            )
         where = _location(tuple(first.get("loc", ())))
         msg = str(first.get("msg", "invalid input")).removeprefix("Value error, ")
         return JSONResponse(
@@ -79,5 +101,29 @@ def install_error_handlers(app: FastAPI) -> None:
             status_code=422,
         )
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        # FastAPI answers a body it cannot read with a bare 400: a body that is not UTF-8,
+        # or one a limit in server/limits.py stopped (that error is the cause)
+        assert isinstance(exc, HTTPException)
+        cause = exc.__cause__
+        if isinstance(cause, SignoffError):
+            return await signoff_error(request, cause)
+        if isinstance(cause, UnicodeDecodeError):
+            detail = f"the body is not valid UTF-8 text: {cause.reason} at byte {cause.start}"
+            return JSONResponse({"error": "InvalidInput", "detail": detail}, status_code=422)
+        if exc.status_code == 400 and cause is not None:
+            detail = f"the body cannot be read: {exc.detail}"
+            return JSONResponse({"error": "InvalidInput", "detail": detail}, status_code=422)
+        try:
+            kind = HTTPStatus(exc.status_code).phrase.title().replace(" ", "").replace("-", "")
+        except ValueError:
+            kind = "HTTPError"
+        return JSONResponse(
+            {"error": kind, "detail": str(exc.detail)},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
     app.add_exception_handler(SignoffError, signoff_error)
     app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)

@@ -21,7 +21,8 @@ from fastapi.responses import StreamingResponse
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
-from signoff.errors import SignoffError, Unauthenticated
+from signoff.domain.text import MAX_ID_INT
+from signoff.errors import InvalidRequest, SignoffError, Unauthenticated
 from signoff.eventstream import follow_events
 from signoff.server.deps import API, current_principal
 from signoff.service import Service
@@ -64,7 +65,10 @@ def _since(since: int | None, last_event_id: str | None) -> int | None:
     if since is not None:
         return since
     if last_event_id is not None and last_event_id.strip().isdigit():
-        return int(last_event_id.strip())
+        seq = int(last_event_id.strip())
+        if seq > MAX_ID_INT:
+            raise InvalidRequest(f"Last-Event-ID {seq} is past any event")
+        return seq
     return None
 
 
@@ -77,7 +81,7 @@ def events_router() -> APIRouter:
         request: Request,
         caller: Annotated[Principal, Depends(current_principal)],
         session_id: Annotated[str | None, Query(max_length=200)] = None,
-        since: Annotated[int | None, Query(ge=0)] = None,
+        since: Annotated[int | None, Query(ge=0, le=MAX_ID_INT)] = None,
         last_event_id: Annotated[str | None, Header(max_length=40)] = None,
     ) -> StreamingResponse:
         """Server-sent events: ``id: seq``, ``event: type``, ``data: {seq, type, request}``."""
@@ -108,7 +112,7 @@ def events_router() -> APIRouter:
     async def ws(
         websocket: WebSocket,
         session_id: Annotated[str | None, Query(max_length=200)] = None,
-        since: Annotated[int | None, Query(ge=0)] = None,
+        since: Annotated[int | None, Query(ge=0, le=MAX_ID_INT)] = None,
     ) -> None:
         """WebSocket: one JSON message per event, ``{"type": "heartbeat"}`` when idle."""
         service: Service = websocket.app.state.service

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from signoff.domain.principals import Principal
+from signoff.domain.text import NoNul, refuse_lone_surrogates
 from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.server.deps import API, current_principal
@@ -26,7 +27,12 @@ class RunBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt: str = Field(min_length=1, max_length=100_000)
-    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    session_id: NoNul | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encodable(cls, data: object) -> object:
+        return refuse_lone_surrogates(data)
 
 
 class ResumeBody(BaseModel):
@@ -37,6 +43,11 @@ class ResumeBody(BaseModel):
     action: Literal["approve", "reject", "edit"]
     reason: str = Field(default="", max_length=20_000)
     args: dict[str, JsonValue] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encodable(cls, data: object) -> object:
+        return refuse_lone_surrogates(data)
 
 
 def _runner(request: Request) -> TaskRunner:

@@ -139,9 +139,14 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         us, request_id = raw.split("|", 1)
-        return int(us), request_id
+        created_us = int(us)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise InvalidRequest(f"invalid cursor {cursor!r}") from None
+    # the stores' columns are 64-bit and PostgreSQL's text refuses NUL: a forged cursor
+    # is the caller's mistake, not a store failure
+    if not -(2**63) <= created_us < 2**63 or "\x00" in request_id:
+        raise InvalidRequest(f"invalid cursor {cursor!r}")
+    return created_us, request_id
 
 
 @runtime_checkable

@@ -1,0 +1,73 @@
+"""Text every store can keep: no NUL in names, ids and filters, no lone surrogates anywhere.
+
+A JSON body may carry ``"\\ud800"``: Python decodes it to a lone surrogate, which no UTF-8
+encoder accepts, so it would fail only when the record is written or sent back. A NUL
+character is valid Unicode but PostgreSQL refuses it in a ``TEXT`` column, while SQLite keeps
+it: names, ids and filters, which stores keep in columns of their own, refuse it, on every
+store alike. Inside JSON values (tool arguments, context, results) a NUL is kept: records are
+stored as JSON text, where it is the escape ``\\u0000``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, TypeAlias
+
+from pydantic import AfterValidator
+
+__all__ = ["MAX_ID_INT", "NoNul", "check_name", "lone_surrogate_in", "refuse_lone_surrogates"]
+
+MAX_ID_INT = 2**63 - 1
+"""The largest integer a store's 64-bit columns (sequence numbers, timestamps) hold."""
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()  # only a surrogate stops UTF-8 (in C, so long strings cost little)
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def lone_surrogate_in(value: object, where: str = "") -> str | None:
+    """Where in a JSON value (``a.b.0``) a string or key holds a lone surrogate; else None."""
+    if isinstance(value, str):
+        return where or "value" if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and _has_surrogate(key):
+                return f"a key of {where}" if where else "a key"
+            path = f"{where}.{key}" if where else str(key)
+            found = lone_surrogate_in(item, path)
+            if found is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            found = lone_surrogate_in(item, f"{where}.{n}" if where else str(n))
+            if found is not None:
+                return found
+    return None
+
+
+def refuse_lone_surrogates(data: object) -> object:
+    """A model's raw input unchanged, or ValueError naming the field that cannot be UTF-8.
+
+    Used as a ``mode="before"`` model validator, so every string and key of a body is
+    checked, whatever type its field has (pydantic lets a lone surrogate through ``str``).
+    """
+    found = lone_surrogate_in(data)
+    if found is not None:
+        raise ValueError(f"{found} holds a lone surrogate, which is not valid Unicode text")
+    return data
+
+
+def check_name(value: str) -> str:
+    """``value`` unchanged, or ValueError when it holds a NUL or a lone surrogate."""
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    if _has_surrogate(value):
+        raise ValueError("holds a lone surrogate, which is not valid Unicode text")
+    return value
+
+
+NoNul: TypeAlias = Annotated[str, AfterValidator(check_name)]
+"""A string a store keeps in a column of its own: a name, an id, a filter."""

@@ -1,0 +1,100 @@
+"""Connection guards below the ASGI app: a deadline for each request head, a socket cap.
+
+uvicorn's HTTP/1.1 protocol (h11) keeps a connection open for as long as a client takes to
+send a request head, so a few hundred clients sending a byte now and then hold a server's
+sockets forever. :func:`guarded_protocol` gives it a deadline for each head and a cap on
+open connections; the body's deadline is ``BodyLimit``'s (server/limits.py), as the body is
+read through the app's ``receive()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from http import HTTPStatus
+from typing import Any
+
+import h11
+from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from signoff.errors import RequestTimeout, ServerBusy
+from signoff.server.errors import error_body, status_of
+from signoff.server.limits import refuse
+
+__all__ = ["guarded_protocol"]
+
+
+def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, closing slow request heads and answering 503 over the cap.
+
+    A connection must deliver each request head within ``header_timeout`` seconds of
+    opening, or of the previous response; one that sent part of a head gets a 408 first.
+    Beyond ``max_connections`` open sockets (WebSockets and event streams included), each
+    new connection's request is answered 503 ``ServerBusy`` and the connection closed.
+    """
+
+    class GuardedH11Protocol(H11Protocol):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._head_timer: asyncio.TimerHandle | None = None
+            self._head_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                self.app = _busy
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self.conn.their_state is h11.IDLE:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+                self._head_bytes = 0
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_too_slow)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_too_slow(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+                return
+            if self._head_bytes:
+                # a client idle between requests gets no answer (it might take a 408 for the
+                # reply to its next request); one that started a head is told why
+                late = RequestTimeout(
+                    f"the request head did not arrive within {header_timeout:g} s"
+                )
+                self.transport.write(_raw_response(status_of(late), error_body(late)))
+            self.transport.close()
+
+    return GuardedH11Protocol
+
+
+async def _busy(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "http":
+        await refuse(send, ServerBusy("the server has as many connections open as it may"))
+
+
+def _raw_response(status: int, body: bytes) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
