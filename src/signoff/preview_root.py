@@ -41,8 +41,9 @@ class PreviewRoot:
     def __init__(self, root: str | os.PathLike[str], *, private: Iterable[Path] = ()) -> None:
         """``root`` must be an existing directory; ``private`` are the server's own files.
 
-        A private file's name is refused with any suffix (``signoff.db-wal``), and so is
-        everything in its directory when that directory is inside the root but not the root.
+        A private file's name is refused with any suffix or leading dots (``signoff.db-wal``,
+        ``.signoff.db.secret.tmp``), and so is everything in its directory when that
+        directory is inside the root but not the root itself.
         """
         real = os.path.realpath(root)
         if not os.path.isdir(real):
@@ -84,7 +85,7 @@ class PreviewRoot:
             return Unreadable("a system file")
         folder, name = os.path.split(real)
         if any(_within(real, d) for d in self._private_dirs) or any(
-            folder == f and name.startswith(n) for f, n in self._private_names
+            folder == f and name.lstrip(".").startswith(n) for f, n in self._private_names
         ):
             return Unreadable("one of the server's own files")
         if real == self.root:

@@ -15,6 +15,7 @@ import typer
 from signoff.backends import Backend, LocalBackend
 from signoff.cli.context import fail, open_service
 from signoff.domain.principals import Principal
+from signoff.service import read_text_file
 
 __all__ = ["ServerOption", "TokenOption", "open_backend"]
 
@@ -49,7 +50,8 @@ async def open_backend(
 ) -> AsyncIterator[Backend]:
     """``--server`` with ``--token`` (HTTP), else ``--db`` (in this process, as ``principal``)."""
     if server is None:
-        async with open_service(db, follow=follow) as service:
+        # a command filing requests here is the agent itself, in its own workspace
+        async with open_service(db, follow=follow, read_file=read_text_file) as service:
             yield LocalBackend(service, principal)
         return
     if db is not None:

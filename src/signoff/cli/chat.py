@@ -9,6 +9,8 @@ import typer
 
 from signoff.cli.backend import TokenOption
 from signoff.cli.context import DbOption, console, fail, local_principal, open_service, run
+from signoff.cli.serve import preview_root_for
+from signoff.config import default_db_url
 
 __all__ = ["chat", "register"]
 
@@ -85,7 +87,9 @@ def chat(
 
     async def go() -> None:
         # sessions are kept in --db even when approvals go to a server
-        async with open_service(db, follow=True) as service:
+        # previews read only the working directory the chat agent's tools are confined to
+        root = preview_root_for(Path.cwd(), db or default_db_url())
+        async with open_service(db, follow=True, read_file=root) as service:
             if remote is None:
                 await session_app(
                     LocalBackend(service, CHAT_PRINCIPAL),

@@ -20,6 +20,7 @@ from rich.console import Console
 from signoff.bus.follower import follower_for
 from signoff.config import default_db_url, local_user, open_store
 from signoff.domain.policies import Policy
+from signoff.domain.previews import FileReader
 from signoff.domain.principals import Principal
 from signoff.errors import CallerError, SignoffError
 from signoff.service import Service
@@ -81,13 +82,16 @@ async def open_service(
     follow: bool = False,
     since: int | None = None,
     policy: Policy | None = None,
+    read_file: FileReader | None = None,
 ) -> AsyncIterator[Service]:
     """The service on ``--db`` with ``policy`` (default: the tools.toml files).
 
     ``follow`` also publishes events other processes write, from ``since`` (a seq) if given.
+    Diff previews read files only through ``read_file`` (default: none are read, as a
+    server must; a command filing its own requests in this process may pass a reader).
     """
     chosen = policy if policy is not None else Policy.load()
-    service = Service(open_store(db or default_db_url()), policy=chosen)
+    service = Service(open_store(db or default_db_url()), policy=chosen, read_file=read_file)
     await service.open()
     follower = follower_for(service.store, service.bus) if follow else None
     try:

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from signoff.cli.context import console, fail, open_service, run
-from signoff.cli.serve import check_port_free, ensure_admin_token
+from signoff.cli.serve import check_port_free, ensure_admin_token, preview_root_for
 from signoff.domain.principals import Principal
 
 __all__ = ["DEMO_PROMPTS", "register"]
@@ -98,7 +98,7 @@ def demo(
     root = (workspace or Path(tempfile.mkdtemp(prefix="signoff-demo-"))).resolve()
     root.mkdir(parents=True, exist_ok=True)
     _seed(root)
-    os.chdir(root)  # file previews and the tools resolve relative paths here
+    os.chdir(root)  # the tools resolve relative paths here
     db = f"sqlite:///{root / 'demo.db'}"
     base = f"http://{host}:{port}"
 
@@ -111,7 +111,8 @@ def demo(
             for name, fn in tools.items():
                 registry.add(name, fn)
             policy = Policy.from_toml(DEMO_POLICY)
-            app = create_app(service, public_url=base)
+            # previews read the workspace (the agent's relative paths), nothing else
+            app = create_app(service, public_url=base, preview_root=preview_root_for(root, db))
             server = uvicorn.Server(
                 uvicorn.Config(
                     app, host=host, port=port, log_level="warning", ws_per_message_deflate=False

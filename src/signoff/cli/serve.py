@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,9 +13,10 @@ from signoff.anchoring import log_anchors
 from signoff.cli.context import DbOption, console, fail, open_service, run
 from signoff.cli.loading import load_object
 from signoff.config import default_db_url
+from signoff.preview_root import PreviewRoot
 from signoff.service import Service
 
-__all__ = ["check_port_free", "ensure_admin_token", "register"]
+__all__ = ["check_port_free", "ensure_admin_token", "preview_root_for", "register"]
 
 ADMIN_NAME = "admin"
 
@@ -26,6 +28,25 @@ async def ensure_admin_token(service: Service) -> str | None:
         return None
     token, _ = await service.create_token(ADMIN_NAME, "admin", created_by="signoff serve")
     return token
+
+
+def preview_root_for(path: Path, db_url: str) -> PreviewRoot:
+    """The preview root at ``path`` for a server on ``db_url``: its own files are refused in it.
+
+    Those are the SQLite database (with its ``-wal``, ``-shm`` and ``.secret`` siblings) and
+    the secret kept in the user's data dir; one ``error:`` line if ``path`` cannot be a root.
+    """
+    import platformdirs
+
+    private = [Path(platformdirs.user_data_dir("signoff")) / "server.secret"]
+    if db_url.startswith("sqlite:"):
+        from signoff.store.sqlite import sqlite_path_from_url
+
+        private.append(sqlite_path_from_url(db_url))
+    try:
+        return PreviewRoot(path.expanduser(), private=private)
+    except ValueError as exc:
+        fail(f"--preview-root: {exc}")
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -114,6 +135,16 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    preview_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--preview-root",
+            help="Directory whose UTF-8 text files diff previews may read (a call's relative "
+            "path resolves here); without it the server reads no file for a preview and shows "
+            "only what the agent sent.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
@@ -124,6 +155,7 @@ def serve(
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
     agents = _agents(agent or [])
+    root = preview_root_for(preview_root, db or default_db_url()) if preview_root else None
     check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
@@ -134,6 +166,7 @@ def serve(
             app = create_app(
                 service,
                 agents=agents,
+                preview_root=root,
                 public_url=base,
                 webhooks=webhooks,
                 body_timeout=body_timeout,

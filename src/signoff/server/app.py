@@ -18,6 +18,7 @@ from signoff.domain.text import NoNul, refuse_lone_surrogates
 from signoff.domain.transitions import check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
+from signoff.preview_root import PreviewRoot
 from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
@@ -349,14 +350,19 @@ def create_app(
     heartbeat: float = 15.0,
     public_url: str | None = None,
     agents: Mapping[str, Any] | None = None,
+    preview_root: PreviewRoot | None = None,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
 
     While it runs (its lifespan) it expires overdue requests (``sweep``) and delivers
     events to webhooks; ``public_url`` is where links in webhook messages point.
     ``agents`` (name to pydantic-ai Agent) are hosted as durable tasks (needs pydantic-ai).
+    Diff previews read files only inside ``preview_root``; without one, none at all.
     A request body must be whole within ``body_timeout`` seconds (None: no limit).
     """
+    # requests reach this service from agents over HTTP: previews read only inside the
+    # operator's preview root, or nothing at all (its in-process default reads anywhere)
+    service.confine_previews(preview_root)
     runner = None
     if agents:
         from signoff.integrations.pydantic_ai_tasks import TaskRunner
