@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from signoff.bus.follower import follower_for
+from signoff.cli.safe_text import visible
 from signoff.config import default_db_url, local_user, open_store
 from signoff.domain.policies import Policy
 from signoff.domain.previews import FileReader
@@ -56,7 +57,8 @@ DbOption = Annotated[
 
 def fail(message: str, code: int = EXIT_CALLER) -> NoReturn:
     """Print one ``error:`` line to stderr and exit with ``code``."""
-    err_console.print(f"error: {message}", markup=False, soft_wrap=True)
+    # messages can quote agent text (a tool name, an option): its controls are escaped
+    err_console.print(f"error: {visible(message, multiline=False)}", markup=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -1,5 +1,8 @@
 """Plain prompts for one request: a numbered menu, y/n with a reason, one line per question.
 
+Agent text (tool name, prompt, options, questions) is shown through
+:func:`~signoff.cli.safe_text.visible`: its controls and bidi marks are escaped.
+
 No full screen, so it works over ssh and in scripts: the lines come from a reader that is
 the terminal when there is one and standard input otherwise. At a terminal a bad answer
 is asked again; from a script it is an error (a script cannot correct itself).
@@ -11,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, assert_never
 
+from signoff.cli.safe_text import visible
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision
 
@@ -44,9 +48,9 @@ def _again(interactive: bool, say: Callable[[str], None], problem: str) -> None:
 def _choice(
     request: ChoiceRequest, ask: Asker, interactive: bool, say: Callable[[str], None]
 ) -> dict[str, Any]:
-    say(request.prompt)
+    say(visible(request.prompt))
     for n, option in enumerate(request.options, 1):
-        say(f"  {n}) {option}")
+        say(f"  {n}) {visible(option, multiline=False)}")
     how = "numbers separated by commas" if request.multi_select else "a number"
     if request.allow_other:
         how += ", or your own answer"
@@ -76,7 +80,8 @@ def _approval(
     request: ApprovalRequest, ask: Asker, interactive: bool, say: Callable[[str], None]
 ) -> dict[str, Any]:
     while True:
-        line = ask(f"Approve {request.tool_name}? [y/n]: ").strip().lower()
+        tool = visible(request.tool_name, multiline=False)
+        line = ask(f"Approve {tool}? [y/n]: ").strip().lower()
         if line in ("y", "yes"):
             return {"type": "approve"}
         if line in ("n", "no"):
@@ -88,12 +93,13 @@ def _questions(
     request: QuestionsRequest, ask: Asker, interactive: bool, say: Callable[[str], None]
 ) -> dict[str, Any]:
     if request.prompt:
-        say(request.prompt)
+        say(visible(request.prompt))
     answers: dict[str, str] = {}
     for question in request.questions:
         mark = " (required)" if question.required else ""
+        asked = visible(question.text, multiline=False)
         while True:
-            text = ask(f"{question.text}{mark}: ").strip()
+            text = ask(f"{asked}{mark}: ").strip()
             if text or not question.required:
                 break
             _again(interactive, say, f"question {question.id!r} needs an answer")

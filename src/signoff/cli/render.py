@@ -6,19 +6,23 @@ import json
 from datetime import datetime
 
 from rich.console import Group, RenderableType
+from rich.highlighter import JSONHighlighter
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from signoff.cli.safe_text import dumps_visible, visible, visible_json
 from signoff.domain.audit import AuditEntry
 from signoff.domain.events import Event
+from signoff.domain.previews import origin_label
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 
 __all__ = [
     "audit_table",
     "decision_json",
     "event_line",
+    "json_text",
     "request_panel",
     "requests_table",
     "summary",
@@ -39,14 +43,16 @@ STATUS_STYLE = {
 
 
 def summary(request: Request) -> str:
-    """One line saying what the request is about."""
+    """One line saying what the request is about (agent text with its controls escaped)."""
     if isinstance(request, ApprovalRequest):
-        args = json.dumps(request.tool_args, ensure_ascii=False)
-        return f"{request.tool_name} {args[:80]}{'…' if len(args) > 80 else ''}"
-    if isinstance(request, ChoiceRequest):
-        return f"{request.prompt[:60]} [{' / '.join(request.options)[:40]}]"
-    first = request.questions[0].text if request.questions else ""
-    return f"{len(request.questions)} question(s): {first[:60]}"
+        args = dumps_visible(request.tool_args)
+        line = f"{request.tool_name} {args[:80]}{'…' if len(args) > 80 else ''}"
+    elif isinstance(request, ChoiceRequest):
+        line = f"{request.prompt[:60]} [{' / '.join(request.options)[:40]}]"
+    else:
+        first = request.questions[0].text if request.questions else ""
+        line = f"{len(request.questions)} question(s): {first[:60]}"
+    return visible(line, multiline=False)
 
 
 def _when(at: datetime | None) -> str:
@@ -70,8 +76,8 @@ def requests_table(requests: list[Request]) -> Table:
             Text(r.id),
             Text(r.kind),
             Text(r.status, style=STATUS_STYLE[r.status]),
-            Text(r.session_id),
-            Text(r.requested_by),
+            Text(visible(r.session_id, multiline=False)),
+            Text(visible(r.requested_by, multiline=False)),
             Text(summary(r)),
             Text(_when(r.created_at)),
             Text(_when(r.expires_at)),
@@ -80,7 +86,7 @@ def requests_table(requests: list[Request]) -> Table:
 
 
 def _args_syntax(args: object) -> Syntax:
-    text = json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True)
+    text = dumps_visible(args, indent=2, sort_keys=True)
     lines = text.splitlines()
     if len(lines) > _MAX_ARG_LINES:
         hidden = len(lines) - _MAX_ARG_LINES
@@ -96,7 +102,7 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
 
     def row(label: str, value: str | None) -> None:
         if value:
-            head.add_row(label, Text(value))
+            head.add_row(label, Text(visible(value, multiline=False)))
 
     row("id", request.id)
     head.add_row("status", Text(request.status, style=STATUS_STYLE[request.status]))
@@ -117,18 +123,20 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
     if request.context is not None:
         parts += [
             Text("context", style="bold"),
-            Text(json.dumps(request.context, ensure_ascii=False)),
+            Text(dumps_visible(request.context)),
         ]
     if isinstance(request, ApprovalRequest):
-        parts += [Text(f"tool: {request.tool_name}", style="bold"), _args_syntax(request.tool_args)]
+        tool = visible(request.tool_name, multiline=False)
+        parts += [Text(f"tool: {tool}", style="bold"), _args_syntax(request.tool_args)]
         if request.preview is not None:
-            title = f"diff of {request.preview.path}" + (
-                "" if request.preview.exists else " (new file)"
+            title = f"diff of {visible(request.preview.path, multiline=False)}" + (
+                f" ({origin_label(request.preview)})" if origin_label(request.preview) else ""
             )
             parts.append(Text(title, style="bold"))
             if request.preview.note:
-                parts.append(Text(request.preview.note, style="yellow"))
-            parts.append(Syntax(request.preview.diff or "(no change)", "diff", word_wrap=True))
+                parts.append(Text(visible(request.preview.note), style="yellow"))
+            diff = visible(request.preview.diff) or "(no change)"
+            parts.append(Syntax(diff, "diff", word_wrap=True))
         if request.approved_args is not None and request.approved_args != request.tool_args:
             parts += [
                 Text("approved (edited) args", style="bold"),
@@ -138,31 +146,35 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
             parts.append(Text(f"grant digest: {request.args_digest}"))
         if request.result is not None:
             outcome = "ok" if request.result.ok else f"failed: {request.result.error}"
-            parts.append(Text(f"result: {outcome} {json.dumps(request.result.result)[:200]}"))
+            said = json.dumps(request.result.result)[:200]
+            parts.append(Text(visible(f"result: {outcome} {said}")))
     elif isinstance(request, ChoiceRequest):
-        parts.append(Text(request.prompt, style="bold"))
+        parts.append(Text(visible(request.prompt), style="bold"))
         for n, option in enumerate(request.options, start=1):
-            parts.append(Text(f"  {n}. {option}"))
+            parts.append(Text(f"  {n}. {visible(option, multiline=False)}"))
         mode = "several options" if request.multi_select else "one option"
         parts.append(Text(f"choose {mode}" + (", or free text" if request.allow_other else "")))
     elif isinstance(request, QuestionsRequest):
         if request.prompt:
-            parts.append(Text(request.prompt, style="bold"))
+            parts.append(Text(visible(request.prompt), style="bold"))
         for q in request.questions:
-            parts.append(Text(f"  {q.id}: {q.text}" + (" (required)" if q.required else "")))
+            asked = visible(f"  {q.id}: {q.text}", multiline=False)
+            parts.append(Text(asked + (" (required)" if q.required else "")))
     if request.grant_id:
         parts.append(Text(f"approved by standing grant {request.grant_id}", style="green"))
     for vote in request.votes:
-        parts.append(Text(f"approval by {vote.decided_by} at {_when(vote.decided_at)}"))
+        by = visible(vote.decided_by, multiline=False)
+        parts.append(Text(f"approval by {by} at {_when(vote.decided_at)}"))
     if request.decision is not None:
         d = request.decision
+        said = json.dumps(d.decision.model_dump(mode="json", exclude={"type"}, exclude_none=True))
         parts.append(
             Text(
-                f"decision: {d.decision.type} by {d.decided_by} ({d.via}) "
-                f"at {_when(d.decided_at)}: "
-                + json.dumps(
-                    d.decision.model_dump(mode="json", exclude={"type"}, exclude_none=True)
-                ),
+                visible(
+                    f"decision: {d.decision.type} by {d.decided_by} ({d.via}) "
+                    f"at {_when(d.decided_at)}: {said}",
+                    multiline=False,
+                )
             )
         )
     if audit:
@@ -179,11 +191,11 @@ def audit_table(entries: list[AuditEntry]) -> Table:
         table.add_row(
             str(e.seq),
             _when(e.at),
-            Text(e.action),
-            Text(e.actor),
+            Text(visible(e.action, multiline=False)),
+            Text(visible(e.actor, multiline=False)),
             e.from_status or "",
             e.to_status or "",
-            Text(e.request_id or ""),
+            Text(visible(e.request_id or "", multiline=False)),
         )
     return table
 
@@ -193,8 +205,17 @@ def event_line(event: Event) -> Text:
     r = event.request
     line = Text(f"{_when(event.at)} #{event.seq} {event.type:<8} ")
     line.append(r.status, style=STATUS_STYLE[r.status])
-    line.append(f" {r.id} {r.session_id} {summary(r)}")
+    line.append(f" {r.id} {visible(r.session_id, multiline=False)} {summary(r)}")
     return line
+
+
+def json_text(value: object) -> Text:
+    """A JSON value for ``--json``: indented, highlighted, hidden characters as JSON escapes.
+
+    Unlike rich's ``print_json``, which writes bidi and C1 characters raw, what reaches
+    the terminal is still JSON that parses to ``value``.
+    """
+    return JSONHighlighter()(Text(dumps_visible(value, indent=2)))
 
 
 def decision_json(request: Request) -> str:
@@ -208,4 +229,4 @@ def decision_json(request: Request) -> str:
             request.approved_args if request.approved_args is not None else request.tool_args
         )
         body["args_digest"] = request.args_digest
-    return json.dumps(body, ensure_ascii=False)
+    return visible_json(json.dumps(body, ensure_ascii=False))

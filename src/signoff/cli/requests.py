@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
@@ -17,7 +16,14 @@ from signoff.cli.context import (
     run,
 )
 from signoff.cli.prompting import ask_decision, terminal_asker
-from signoff.cli.render import decision_json, event_line, request_panel, requests_table
+from signoff.cli.render import (
+    decision_json,
+    event_line,
+    json_text,
+    request_panel,
+    requests_table,
+)
+from signoff.cli.safe_text import visible_json
 from signoff.domain.decisions import Scope
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
@@ -59,9 +65,8 @@ def pending(
             query = RequestQuery(status=status, session_id=session, kind=kind, limit=limit)
             page = await backend.list_requests(query)
         if as_json:
-            console.print_json(
-                json.dumps([RequestAdapter.dump_python(r, mode="json") for r in page.items])
-            )
+            dumped = [RequestAdapter.dump_python(r, mode="json") for r in page.items]
+            console.print(json_text(dumped), soft_wrap=True)
         elif not page.items:
             console.print(f"no {status} requests")
         else:
@@ -84,7 +89,9 @@ def show(
             request = await backend.get(request_id)
             audit = await backend.audit(request_id)
         if as_json:
-            console.print_json(RequestAdapter.dump_json(request).decode())
+            console.print(
+                json_text(RequestAdapter.dump_python(request, mode="json")), soft_wrap=True
+            )
         else:
             console.print(request_panel(request, audit))
 
@@ -309,7 +316,8 @@ def watch(
         async with open_backend(db, server, token, principal=local_principal()) as backend:
             async for event in backend.events(since=since, session_id=session):
                 if as_json:
-                    console.print(event.model_dump_json(), markup=False, soft_wrap=True)
+                    line = visible_json(event.model_dump_json())
+                    console.print(line, markup=False, soft_wrap=True)
                 else:
                     console.print(event_line(event))
                 seen += 1
