@@ -10,6 +10,7 @@ from rich.text import Text
 
 from signoff.cli.context import console, fail, parse_json_object
 from signoff.domain.policies import Policy
+from signoff.domain.requests import ALLOWED_DECISIONS
 from signoff.errors import PolicyError
 
 __all__ = ["register"]
@@ -37,10 +38,13 @@ def check(
     """Print the verdict (allow, deny or ask) on a call, and the file and rule that gave it."""
     parsed = parse_json_object(args)
     try:
-        decision = Policy.load(project_dir).evaluate(tool, parsed)
+        policy = Policy.load(project_dir)
+        decision = policy.evaluate(tool, parsed)
     except PolicyError as exc:
         fail(exc.message)
     console.print(Text(decision.explain()))
+    for line in policy.explain_rules(tool, parsed):
+        console.print(Text(f"  {line}"))
     if decision.verdict == "ask":
         g = decision.governance
         console.print(
@@ -49,6 +53,10 @@ def check(
                 f"quorum: {g.quorum}; self-approval: {'allowed' if g.allow_self_approval else 'no'}"
             )
         )
+        t = decision.terms if decision.terms is not None else policy.terms()
+        expiry = f"after {t.expires_in:g} s, then {t.on_expire}" if t.expires_in else "never"
+        decisions = ", ".join(t.allowed_decisions or ALLOWED_DECISIONS["approval"])
+        console.print(Text(f"expires: {expiry} (set by {t.set_by}); decisions: {decisions}"))
     if exit_code:
         raise typer.Exit(_EXIT_CODES[decision.verdict])
 

@@ -425,7 +425,7 @@ class LangGraphBridge:
         key = {"idempotency_key": _key(f"langgraph:{thread_id}:{item.id}")}
         if value.get("type") == "questions":
             allowed = tuple(str(a) for a in value.get("allowed_decisions") or ())
-            signoff_allowed = [{"edit": "answer"}.get(a, a) for a in allowed]
+            signoff_allowed = _keep_reject([{"edit": "answer"}.get(a, a) for a in allowed])
             new = NewRequest.model_validate(
                 {**base, **key, "kind": "questions", "prompt": value.get("prompt"),
                  "questions": value.get("questions"), "context": value.get("context"),
@@ -452,8 +452,12 @@ class LangGraphBridge:
     ) -> GraphAsk:
         name = str(action.get("name"))
         args = dict(action.get("args") or {})
-        signoff_allowed = list(
-            dict.fromkeys({"edit": "approve"}.get(a, a) for a in allowed if a in _ALL_MIDDLEWARE)
+        signoff_allowed = _keep_reject(
+            list(
+                dict.fromkeys(
+                    {"edit": "approve"}.get(a, a) for a in allowed if a in _ALL_MIDDLEWARE
+                )
+            )
         )
         new = NewRequest.model_validate(
             {**base, "kind": "approval", "tool_name": name, "tool_args": args,
@@ -577,6 +581,11 @@ class LangGraphBridge:
                     "updated_at": item.at, "history": (*running.history, item)}
         )  # fmt: skip
         await self.store.commit(Write(at=item.at, task=failed))
+
+
+def _keep_reject(allowed: list[str]) -> list[str]:
+    """A graph's narrowing, with reject kept: only policy takes reject away from a person."""
+    return [*allowed, "reject"] if allowed and "reject" not in allowed else allowed
 
 
 def _is_batched(value: Any) -> bool:
