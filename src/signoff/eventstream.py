@@ -9,7 +9,9 @@ the bus is caught up from the log the same way.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
+from typing import Any
 
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
@@ -34,23 +36,41 @@ async def follow_events(
     since: int | None,
     session_id: str | None,
     heartbeat: float = 15.0,
+    until: asyncio.Future[Any] | None = None,
 ) -> AsyncGenerator[Event | None, None]:
-    """Replay after ``since``, then follow live; yields None when a heartbeat is due."""
+    """Replay after ``since``, then follow live; yields None when a heartbeat is due.
+
+    Ends as soon as ``until`` is done (the reader's credential stopped working), even while
+    it waits for the next event.
+    """
     # Unfiltered, so that a gap in the seqs means an event not here yet, never one filtered out.
     subscription = service.bus.subscribe()
+
+    def stopped() -> bool:
+        return until is not None and until.done()
+
+    def interrupt(_: object) -> None:
+        subscription.interrupt()  # the current one: a lag replaces it
+
+    if until is not None:
+        until.add_done_callback(interrupt)
     try:
         last = since if since is not None else await service.store.last_event_seq()
-        while True:
-            while True:  # replay from the stored log (after a reconnect, a lag or a gap)
+        while not stopped():
+            while not stopped():  # replay from the stored log (after a reconnect, a lag or a gap)
                 batch = await service.store.list_events(after_seq=last, limit=_REPLAY_PAGE)
                 for stored in batch:
                     last = stored.seq
+                    if stopped():
+                        return
                     if visible_to(stored, principal, session_id):
                         yield stored
                 if len(batch) < _REPLAY_PAGE:
                     break
-            while not subscription.lagged:
+            while not subscription.lagged and not stopped():
                 live = await subscription.get(timeout=heartbeat)
+                if stopped():
+                    return
                 if live is None:
                     yield None
                 elif live.seq == last + 1:
@@ -67,4 +87,6 @@ async def follow_events(
                 subscription.close()
                 subscription = service.bus.subscribe()
     finally:
+        if until is not None:
+            until.remove_done_callback(interrupt)
         subscription.close()

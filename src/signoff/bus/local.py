@@ -77,6 +77,12 @@ class Subscription:
                 return None
         return self._queue.popleft()
 
+    def interrupt(self) -> None:
+        """Wake a :meth:`get` that is waiting now: it returns None, as after its timeout."""
+        waiter = self._waiter
+        if waiter is not None:
+            _wake(waiter)
+
     def get_nowait(self) -> Event | None:
         """The next queued event, or None when none is queued."""
         return self._queue.popleft() if self._queue else None

@@ -4,12 +4,17 @@ A client that reconnects with ``since=<seq>`` (or ``Last-Event-ID``) first gets 
 stored event after that seq from the event log, then live ones, with no gap and no
 repeat: the subscription is opened before the replay, and live events at or below the
 last replayed seq are skipped.
+
+A stream lives only as long as its credential: each one's token or inbox session is
+checked again every :data:`~signoff.server.credentials.REVALIDATE` seconds, and once it no
+longer authenticates, a WebSocket is closed with 4401 and an SSE stream ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -17,13 +22,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
+from starlette.requests import HTTPConnection
 
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
 from signoff.domain.text import MAX_ID_INT
-from signoff.errors import InvalidRequest, SignoffError, Unauthenticated
+from signoff.errors import InvalidRequest, NotAllowed, SignoffError, Unauthenticated
 from signoff.eventstream import follow_events
+from signoff.server.credentials import REVALIDATE, Credential, CredentialWatch
 from signoff.server.deps import API, current_principal
 from signoff.service import Service
 
@@ -72,9 +79,10 @@ def _since(since: int | None, last_event_id: str | None) -> int | None:
     return None
 
 
-def events_router() -> APIRouter:
-    """``GET /events`` (SSE) and ``WS /ws``."""
+def events_router(revalidate: float = REVALIDATE) -> APIRouter:
+    """``GET /events`` (SSE) and ``WS /ws``; credentials re-checked every ``revalidate`` s."""
     router = APIRouter(prefix=API)
+    watch = CredentialWatch(revalidate)
 
     @router.get("/events", response_class=StreamingResponse)
     async def sse(
@@ -87,20 +95,24 @@ def events_router() -> APIRouter:
         """Server-sent events: ``id: seq``, ``event: type``, ``data: {seq, type, request}``."""
         service: Service = request.app.state.service
         start = _since(since, last_event_id)
+        credential = _credential(request, caller)
 
         async def body() -> AsyncIterator[str]:
             yield "retry: 2000\n\n"
-            async for event in follow_events(
-                service, caller, since=start, session_id=session_id,
-                heartbeat=request.app.state.heartbeat,
-            ):  # fmt: skip
-                if await request.is_disconnected():
-                    return
-                if event is None:
-                    yield ": heartbeat\n\n"
-                else:
-                    data = event_text(event)
-                    yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
+            with watch.guard(credential) as ended:
+                async for event in follow_events(
+                    service, caller, since=start, session_id=session_id,
+                    heartbeat=request.app.state.heartbeat, until=ended,
+                ):  # fmt: skip
+                    if await request.is_disconnected():
+                        return
+                    if event is None:
+                        yield ": heartbeat\n\n"
+                    else:
+                        data = event_text(event)
+                        yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
+                if ended.done():  # a comment: clients skip it, a person reading curl sees why
+                    yield f": stream ended: {ended.result().message}\n\n"
 
         return StreamingResponse(
             body(),
@@ -137,18 +149,55 @@ def events_router() -> APIRouter:
                 await websocket.send_text(_HEARTBEAT_TEXT if event is None else event_text(event))
 
         # whichever ends first ends both: a client that goes away frees its handler at once,
-        # not at the next event or heartbeat
-        tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
-        try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
-                    await task
+        # not at the next event or heartbeat; a credential that stops working ends it too
+        with watch.guard(_credential(websocket, caller)) as ended:
+            tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
+            waiting: list[asyncio.Future[Any]] = [*tasks, ended]
+            try:
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                for task in tasks:
+                    with contextlib.suppress(
+                        asyncio.CancelledError, WebSocketDisconnect, RuntimeError
+                    ):
+                        await task
+            if ended.done():
+                failure = ended.result()
+                refused = isinstance(failure, Unauthenticated | NotAllowed)
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                    await websocket.close(
+                        code=4401 if refused else 1011, reason=failure.message[:120]
+                    )
 
     return router
+
+
+def _credential(conn: HTTPConnection, principal: Principal) -> Credential:
+    """How ``conn`` authenticated ``principal`` (bearer token or inbox cookie), to check again."""
+    service: Service = conn.app.state.service
+    scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token:
+
+        async def bearer() -> Principal | None:
+            return await service.authenticate(token)
+
+        return Credential(key="bearer:" + _digest(token), principal=principal, recheck=bearer)
+    resolve = getattr(conn.app.state, "cookie_principal", None)
+
+    async def cookie() -> Principal | None:
+        found: Principal | None = await resolve(conn) if resolve is not None else None
+        return found
+
+    return Credential(
+        key="cookie:" + _digest(conn.headers.get("cookie", "")), principal=principal, recheck=cookie
+    )
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 async def _ws_principal(websocket: WebSocket) -> Principal:
