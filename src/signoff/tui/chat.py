@@ -6,6 +6,10 @@ calls waiting, the app files them (:meth:`ChatSession.pause`), asks about them o
 terminal against any other transport (the web inbox): the app waits on ``backend.wait``
 while it waits for input, and whichever decides first wins; the loser is told. Decisions
 typed here go through the backend as the local person, so they are on the record.
+
+What the model wrote (its text, tool names, arguments) is shown with its control and bidi
+characters as visible escapes (:mod:`signoff.cli.safe_text`): a model steered by what it
+read can be as hostile as any agent.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pydantic import JsonValue
 
 from signoff.backends import Backend
 from signoff.chat import ChatSession, Pause, TerminalAnswer, decide_here, wait_decided
+from signoff.cli.safe_text import dumps_visible, visible
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidTransition, SignoffError
 
@@ -53,8 +58,11 @@ class _Canceled(Exception):
 
 
 def args_view(args: dict[str, JsonValue]) -> str:
-    """The arguments as indented JSON, cut after :data:`MAX_ARG_LINES` lines."""
-    lines = json.dumps(args, indent=2, ensure_ascii=False).splitlines()
+    """The arguments as indented JSON, cut after :data:`MAX_ARG_LINES` lines.
+
+    Hidden characters are JSON escapes, so they show and the JSON still means the same.
+    """
+    lines = dumps_visible(args, indent=2).splitlines()
     if len(lines) > MAX_ARG_LINES:
         lines = [*lines[:MAX_ARG_LINES], "... (truncated)"]
     return "\n".join(lines)
@@ -141,6 +149,7 @@ class ChatApp(App[None]):
         self._note(f"session {self.session.id} (resume with: signoff chat --resume "
                    f"{self.session.id})")  # fmt: skip
         for line in _history_lines(self.session):
+            line = visible(line)
             self.transcript.append(line)
             await self.query_one("#log", VerticalScroll).mount(Static(Text(line), classes="note"))
         self._status("Ready")
@@ -152,6 +161,7 @@ class ChatApp(App[None]):
     # -- the conversation ----------------------------------------------------------------
 
     def _write(self, text: str, classes: str) -> None:
+        text = visible(text)
         self.transcript.append(text)
         log = self.query_one("#log", VerticalScroll)
         log.mount(Static(Text(text), classes=classes))
@@ -314,7 +324,7 @@ class ChatApp(App[None]):
             self._editing = True
             self._panel_error("")
             self.query_one("#approval-help", Static).update(_EDIT_HELP)
-            self._edit_input(json.dumps(call.args_as_dict(), ensure_ascii=False))
+            self._edit_input(dumps_visible(call.args_as_dict()))
             return None
         if answer.kind == "approve":
             return {"type": "approve"}
@@ -347,11 +357,11 @@ class ChatApp(App[None]):
 
     def _show_panel(self, call: ToolCallPart, request: Request, index: int, total: int) -> None:
         args = request.tool_args if isinstance(request, ApprovalRequest) else call.args_as_dict()
-        self.query_one("#approval-title", Static).update(
-            Text(f"Tool {index} of {total}: {call.tool_name}")
-        )
+        tool = visible(call.tool_name, multiline=False)
+        self.query_one("#approval-title", Static).update(Text(f"Tool {index} of {total}: {tool}"))
+        call_id = visible(call.tool_call_id, multiline=False)
         self.query_one("#approval-id", Static).update(
-            Text(f"call id {call.tool_call_id} · request {request.id}")
+            Text(f"call id {call_id} · request {request.id}")
         )
         self.query_one("#approval-args", Static).update(
             Syntax(args_view(args), "json", theme="ansi_dark", word_wrap=True)
@@ -359,7 +369,8 @@ class ChatApp(App[None]):
         preview = request.preview if isinstance(request, ApprovalRequest) else None
         diff = self.query_one("#approval-diff", Static)
         if preview is not None and preview.diff:
-            diff.update(Syntax(preview.diff, "diff", theme="ansi_dark", word_wrap=True))
+            shown = visible(preview.diff)
+            diff.update(Syntax(shown, "diff", theme="ansi_dark", word_wrap=True))
             diff.display = True
         else:
             diff.update("")
@@ -371,7 +382,7 @@ class ChatApp(App[None]):
         self.query_one("#prompt", Input).focus()
 
     def _panel_error(self, text: str) -> None:
-        self.query_one("#approval-error", Static).update(Text(text))
+        self.query_one("#approval-error", Static).update(Text(visible(text)))
 
     def _hide_panel(self) -> None:
         self.query_one("#approval").remove_class("shown")

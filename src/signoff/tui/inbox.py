@@ -4,7 +4,8 @@ A live list of pending requests (kept current by the event stream), a detail pan
 decision a request allows, batch approve / reject, and a history view. It works on any
 :class:`signoff.backends.Backend`, so the same app runs on a database or against a server.
 
-Everything an agent sent is rendered as plain :class:`rich.text.Text`, never as markup.
+Everything an agent sent is rendered as plain :class:`rich.text.Text`, never as markup,
+with its control and bidi characters shown as escapes (:mod:`signoff.cli.safe_text`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rich.text import Text
 
 from signoff.backends import Backend
 from signoff.cli.render import STATUS_STYLE, summary
+from signoff.cli.safe_text import dumps_visible, visible
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision, SignoffError
 from signoff.store.base import RequestQuery
@@ -77,7 +79,9 @@ def _when(at: datetime | None) -> str:
 
 
 def _pretty(value: object) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    # JSON escapes for hidden characters: shown visibly, and the editor's text parses back
+    # to exactly the value sent
+    return dumps_visible(value, indent=2, sort_keys=True)
 
 
 def _diff_text(diff: str) -> Text:
@@ -119,7 +123,7 @@ def detail_view(request: Request, now: datetime | None = None) -> RenderableType
     def row(label: str, value: str | None, style: str = "") -> None:
         if value:
             head.append(f"{label:<13}", style="bold")
-            head.append(value + "\n", style=style)
+            head.append(visible(value, multiline=False) + "\n", style=style)
 
     row("id", request.id)
     row("status", request.status, STATUS_STYLE[request.status])
@@ -136,45 +140,56 @@ def detail_view(request: Request, now: datetime | None = None) -> RenderableType
     head.rstrip()
     parts: list[RenderableType] = [head]
     if isinstance(request, ApprovalRequest):
-        parts += [_heading(f"tool: {request.tool_name}"), Text(_pretty(request.tool_args))]
+        tool = visible(request.tool_name, multiline=False)
+        parts += [_heading(f"tool: {tool}"), Text(_pretty(request.tool_args))]
         if request.preview is not None:
             new = "" if request.preview.exists else " (new file)"
-            parts.append(_heading(f"diff of {request.preview.path}{new}"))
+            path = visible(request.preview.path, multiline=False)
+            parts.append(_heading(f"diff of {path}{new}"))
             if request.preview.note:
-                parts.append(Text(request.preview.note, style="yellow"))
-            parts.append(_diff_text(request.preview.diff))
+                parts.append(Text(visible(request.preview.note), style="yellow"))
+            parts.append(_diff_text(visible(request.preview.diff)))
         if request.approved_args is not None and request.approved_args != request.tool_args:
             parts += [_heading("approved (edited) args"), Text(_pretty(request.approved_args))]
         if request.result is not None:
             outcome = "ok" if request.result.ok else f"failed: {request.result.error}"
-            parts += [_heading("result"), Text(f"{outcome} {json.dumps(request.result.result)}")]
+            ran = visible(f"{outcome} {json.dumps(request.result.result)}")
+            parts += [_heading("result"), Text(ran)]
     elif isinstance(request, ChoiceRequest):
-        parts += [_heading("prompt"), Text(request.prompt), _heading("options")]
-        parts += [Text(f"  {n}. {option}") for n, option in enumerate(request.options, 1)]
+        parts += [_heading("prompt"), Text(visible(request.prompt)), _heading("options")]
+        parts += [
+            Text(f"  {n}. {visible(option, multiline=False)}")
+            for n, option in enumerate(request.options, 1)
+        ]
         mode = "several options (1,3)" if request.multi_select else "one option"
         parts.append(
             Text(f"choose {mode}" + (", or type free text" if request.allow_other else ""))
         )
     elif isinstance(request, QuestionsRequest):
         if request.prompt:
-            parts += [_heading("prompt"), Text(request.prompt)]
+            parts += [_heading("prompt"), Text(visible(request.prompt))]
         parts.append(_heading("questions"))
         for n, q in enumerate(request.questions, 1):
-            parts.append(Text(f"  {n}. {q.text}" + (" (required)" if q.required else "")))
+            asked = visible(q.text, multiline=False)
+            parts.append(Text(f"  {n}. {asked}" + (" (required)" if q.required else "")))
     if request.context is not None:
         parts += [_heading("context"), Text(_pretty(request.context))]
     if request.grant_id:
         parts.append(Text(f"approved by standing grant {request.grant_id}", style="green"))
     for vote in request.votes:
-        parts.append(Text(f"approval by {vote.decided_by} at {_when(vote.decided_at)}"))
+        by = visible(vote.decided_by, multiline=False)
+        parts.append(Text(f"approval by {by} at {_when(vote.decided_at)}"))
     if request.decision is not None:
         d = request.decision
         said = d.decision.model_dump(mode="json", exclude={"type"}, exclude_none=True)
         parts += [
             _heading("decision"),
             Text(
-                f"{d.decision.type} by {d.decided_by} ({d.via}) at {_when(d.decided_at)}"
-                + (f": {json.dumps(said, ensure_ascii=False)}" if said else "")
+                visible(
+                    f"{d.decision.type} by {d.decided_by} ({d.via}) at {_when(d.decided_at)}"
+                    + (f": {json.dumps(said, ensure_ascii=False)}" if said else ""),
+                    multiline=False,
+                )
             ),
         ]
     return Group(*parts)
@@ -186,7 +201,7 @@ def _row(request: Request, *, selected: bool, history: bool) -> Text:
     line.append("● " if selected else "  ", style="bold magenta")
     if history:
         line.append(f"{request.status:<9} ", style=STATUS_STYLE[request.status])
-        by = request.decision.decided_by if request.decision else "-"
+        by = visible(request.decision.decided_by, multiline=False) if request.decision else "-"
         line.append(f"{by[:12]:<12} ", style="cyan")
         if isinstance(request, ApprovalRequest) and request.result is not None:
             line.append("ok " if request.result.ok else "failed ", style="dim")
@@ -280,7 +295,8 @@ class EditArgsScreen(InboxDialog):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(Text(f"edit the args of {self.request.tool_name}", style="bold"))
+            tool = visible(self.request.tool_name, multiline=False)
+            yield Label(Text(f"edit the args of {tool}", style="bold"))
             yield TextArea(_pretty(self.request.tool_args), id="args")
             yield Label(Text("Ctrl+S approves with these args · Esc cancels"), classes="hint")
             yield Static(id="dialog-error", classes="error")
@@ -309,9 +325,9 @@ class ChooseScreen(InboxDialog):
     def compose(self) -> ComposeResult:
         r = self.request
         with Vertical():
-            yield Label(Text(r.prompt, style="bold"))
+            yield Label(Text(visible(r.prompt), style="bold"))
             for n, option in enumerate(r.options, 1):
-                yield Label(Text(f"  {n}. {option}"))
+                yield Label(Text(f"  {n}. {visible(option, multiline=False)}"))
             how = "numbers, comma-separated" if r.multi_select else "a number"
             other = ", or free text" if r.allow_other else ""
             yield Input(placeholder=f"{how} from 1 to {len(r.options)}{other}", id="choice")
@@ -344,9 +360,10 @@ class AnswerScreen(InboxDialog):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             if self.request.prompt:
-                yield Label(Text(self.request.prompt, style="bold"))
+                yield Label(Text(visible(self.request.prompt), style="bold"))
             for n, q in enumerate(self.request.questions, 1):
-                yield Label(Text(f"{n}. {q.text}" + (" (required)" if q.required else "")))
+                asked = visible(q.text, multiline=False)
+                yield Label(Text(f"{n}. {asked}" + (" (required)" if q.required else "")))
                 yield Input(id=f"answer-{n}", classes="field")
             yield Label(Text("feedback (optional)"))
             yield Input(id="feedback", classes="field")
@@ -551,6 +568,7 @@ class InboxApp(App[None]):
 
     def say(self, message: str, *, error: bool = False) -> None:
         """Put a message on the status line and in a notification (as plain text)."""
+        message = visible(message, multiline=False)  # it may quote agent text
         self.status_message = message
         self.query_one("#status", Static).update(Text(message, style="red" if error else ""))
         self.notify(message, severity="error" if error else "information", markup=False)
