@@ -46,6 +46,7 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
     errors: list[str] = []
     tab.on("pageerror", lambda e: errors.append(str(e)))
     tab.goto(f"{server.base}/login?token={server.admin_token}")
+    tab.click("#confirm-sign-in")
     tab.wait_for_url(f"{server.base}/")
     tab.wait_for_selector("#live[data-state=live]")
     yield tab

@@ -6,8 +6,8 @@ import asyncio
 import html
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -18,11 +18,12 @@ from fastapi import FastAPI
 from starlette.types import Message, Scope
 
 from signoff.domain.principals import Role, TokenRecord
+from signoff.domain.sessions import SessionRecord, cookie_mac, hash_session_id, new_session_id
 from signoff.server.app import API, create_app
 from signoff.service import Service
 from signoff.store.base import Write
-from signoff.testing import AGENT
-from signoff.web.sessions import COOKIE, SESSION_MAX_AGE, issue_session
+from signoff.testing import AGENT, FakeClock
+from signoff.web.sessions import COOKIE, SESSION_MAX_AGE
 
 BASE = "http://signoff.test"
 HOST = "signoff.test"
@@ -34,6 +35,8 @@ CALL: dict[str, Any] = {
     "tool_call_id": "call-1",
 }
 FORM = {"content-type": "application/x-www-form-urlencoded"}
+SAME_ORIGIN = {**FORM, "origin": BASE, "sec-fetch-site": "same-origin"}
+"""What a browser sends with the sign-in page's own form."""
 
 SignIn = Callable[[str, Role], Awaitable[httpx.AsyncClient]]
 
@@ -60,7 +63,7 @@ async def sign_in(app: FastAPI, service: Service) -> AsyncIterator[SignIn]:
         token, _ = await service.create_token(name, role)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE)
         clients.append(client)
-        response = await client.get("/login", params={"token": token})
+        response = await post_login(client, token)
         assert response.status_code == 200, response.text
         assert client.cookies.get(COOKIE)
         return client
@@ -68,6 +71,12 @@ async def sign_in(app: FastAPI, service: Service) -> AsyncIterator[SignIn]:
     yield make
     for client in clients:
         await client.aclose()
+
+
+async def post_login(client: httpx.AsyncClient, token: str, next_: str = "/") -> httpx.Response:
+    """Sign in as the confirm button does: the form POSTed from the sign-in page."""
+    body = httpx.QueryParams({"token": token, "next": next_})
+    return await client.post("/login", content=str(body), headers=SAME_ORIGIN)
 
 
 def cookie_header(response: httpx.Response) -> list[str]:
@@ -157,12 +166,29 @@ def inline_code(page: str) -> InlineCode:
 # -- 1. signing in by link -----------------------------------------------------------------
 
 
-async def test_sign_in_link_sets_a_strict_http_only_cookie(
+async def test_sign_in_link_asks_to_confirm_and_sets_no_cookie(
     anon: httpx.AsyncClient, service: Service
 ) -> None:
-    """GET /login?token= answers 200 with a meta refresh to / and an HttpOnly Strict cookie."""
+    """GET /login?token= shows who the token is and a button POSTing it; no cookie yet."""
     token, _ = await service.create_token("alice", "approver")
-    response = await anon.get("/login", params={"token": token})
+    response = await anon.get("/login", params={"token": token, "next": "/grants"})
+    assert response.status_code == 200
+    assert response.headers["cache-control"] == "no-store"
+    assert response.headers.get_list("set-cookie") == []
+    assert "Sign in as alice (approver)?" in response.text
+    assert '<form method="post" action="/login">' in response.text
+    assert f'<input type="hidden" name="token" value="{token}">' in response.text
+    assert '<input type="hidden" name="next" value="/grants">' in response.text
+    assert "http-equiv" not in response.text
+    assert (await anon.get("/")).status_code == 303
+
+
+async def test_confirmed_sign_in_sets_a_strict_http_only_cookie(
+    anon: httpx.AsyncClient, service: Service
+) -> None:
+    """The confirm POST answers 200 with a meta refresh to / and an HttpOnly Strict cookie."""
+    token, _ = await service.create_token("alice", "approver")
+    response = await post_login(anon, token)
     assert response.status_code == 200
     assert response.headers["cache-control"] == "no-store"
     assert refresh_target(response) == "/"
@@ -172,6 +198,7 @@ async def test_sign_in_link_sets_a_strict_http_only_cookie(
     assert "samesite=strict" in parts
     assert "path=/" in parts
     assert f"max-age={SESSION_MAX_AGE}" in parts
+    assert "secure" not in parts
     assert token not in response.headers["set-cookie"]
 
 
@@ -337,7 +364,7 @@ async def test_agent_token_gets_403_and_no_cookie(
 async def test_revoked_token_ends_its_sessions(anon: httpx.AsyncClient, service: Service) -> None:
     """Once its token is revoked a cookie opens neither the API nor the pages."""
     token, record = await service.create_token("alice", "approver")
-    assert (await anon.get("/login", params={"token": token})).status_code == 200
+    assert (await post_login(anon, token)).status_code == 200
     assert (await anon.get(f"{API}/requests")).status_code == 200
     await revoke(service, record)
     api = await anon.get(f"{API}/requests")
@@ -346,18 +373,21 @@ async def test_revoked_token_ends_its_sessions(anon: httpx.AsyncClient, service:
     assert page.status_code == 303 and page.headers["location"] == "/login?next=/"
     again = await anon.get("/login", params={"token": token})
     assert again.status_code == 401 and again.headers.get_list("set-cookie") == []
+    again = await post_login(anon, token)
+    assert again.status_code == 401 and again.headers.get_list("set-cookie") == []
 
 
 def _tampered(cookie: str) -> list[str]:
     """Variants of a real cookie that must not authenticate."""
-    token_id, issued, nonce, mac = cookie.split(".")
+    session_id, mac = cookie.split(".")
     flipped = mac[:-1] + ("0" if mac[-1] != "0" else "1")
     return [
-        f"{token_id}.{issued}.{nonce}.{flipped}",
-        f"{token_id}.{int(issued) - 1}.{nonce}.{mac}",
-        f"{token_id}.{issued}.{nonce}x.{mac}",
-        f"tok_000000000000.{issued}.{nonce}.{mac}",
-        f"{token_id}.{issued}.{nonce}",
+        f"{session_id}.{flipped}",
+        f"{session_id}x.{mac}",
+        f"{new_session_id()}.{mac}",
+        session_id,
+        f"{session_id}.",
+        f".{mac}",
         "garbage",
         cookie + "." + mac,
         "x" * 400,
@@ -382,37 +412,41 @@ async def test_forged_cookies_are_refused(
         assert page.headers["location"] == "/login?next=/history"
 
 
-async def test_expired_and_future_cookies_are_refused(
-    anon: httpx.AsyncClient, service: Service
-) -> None:
-    """A correctly signed cookie older than SESSION_MAX_AGE, or issued in the future, fails."""
-    _, record = await service.create_token("alice", "approver")
-    now = time.time()
-    fresh = issue_session(record, now=now - 60)
-    old = issue_session(record, now=now - SESSION_MAX_AGE - 60)
-    future = issue_session(record, now=now + 3600)
-    fresh_call = await anon.get(f"{API}/requests", headers={"Cookie": f"{COOKIE}={fresh.cookie}"})
-    assert fresh_call.status_code == 200
-    for session in (old, future):
-        call = await anon.get(f"{API}/requests", headers={"Cookie": f"{COOKIE}={session.cookie}"})
-        assert call.status_code == 401
+async def test_expired_and_future_sessions_are_refused(sign_in: SignIn, clock: FakeClock) -> None:
+    """A session older than SESSION_MAX_AGE, or one whose start is ahead of now, fails."""
+    browser = await sign_in("alice", "approver")
+    clock.advance(SESSION_MAX_AGE - 60)
+    assert (await browser.get(f"{API}/requests")).status_code == 200
+    clock.advance(120)
+    assert (await browser.get(f"{API}/requests")).status_code == 401
+    later = await sign_in("bob", "approver")
+    clock.now -= timedelta(hours=1)
+    assert (await later.get(f"{API}/requests")).status_code == 401
 
 
-async def test_agent_cookie_signed_with_its_token_is_refused(
-    anon: httpx.AsyncClient, service: Service
+async def test_agent_session_signed_with_the_server_key_is_refused(
+    app: FastAPI, anon: httpx.AsyncClient, service: Service
 ) -> None:
-    """Even a correctly signed session for an agent's token authenticates nobody."""
+    """Even a correctly signed, stored session for an agent's token authenticates nobody."""
     _, record = await service.create_token("bot", "agent")
-    session = issue_session(record)
-    call = await anon.get(f"{API}/requests", headers={"Cookie": f"{COOKIE}={session.cookie}"})
+    session_id, now = new_session_id(), service.clock()
+    stored = SessionRecord(
+        id=hash_session_id(session_id),
+        token_id=record.id,
+        created_at=now,
+        expires_at=now + timedelta(hours=1),
+    )
+    await service.store.commit(Write(at=now, sessions=(stored,)))
+    cookie = f"{session_id}.{cookie_mac(app.state.session_key, 'session', session_id)}"
+    call = await anon.get(f"{API}/requests", headers={"Cookie": f"{COOKIE}={cookie}"})
     assert call.status_code == 401
 
 
 async def test_cookie_with_a_non_ascii_digit_is_401_not_500(app: FastAPI) -> None:
-    """A cookie whose issued field holds a superscript digit is refused, not a server error."""
+    """A cookie whose mac holds non-ASCII characters is refused, not a server error."""
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
-        header = f"{COOKIE}=tok_x.\u00b2.nonce.mac".encode("latin-1")
+        header = f"{COOKIE}=abc.\u00b2\u00e9".encode("latin-1")
         call = await client.get(f"{API}/requests", headers={b"cookie": header})
         assert call.status_code == 401
 
@@ -438,7 +472,7 @@ async def test_next_never_leaves_the_site(
 ) -> None:
     """A next that is not a plain local path signs in to / instead."""
     token, _ = await service.create_token("alice", "approver")
-    response = await anon.get("/login", params={"token": token, "next": next_})
+    response = await post_login(anon, token, next_)
     assert response.status_code == 200
     assert refresh_target(response) == "/"
     assert 'href="/"' in response.text
@@ -449,7 +483,7 @@ async def test_next_with_a_tab_never_leaves_the_site(
 ) -> None:
     """'/<TAB>/evil.example' is '//evil.example' to a browser, so it must not be kept."""
     token, _ = await service.create_token("alice", "approver")
-    response = await anon.get("/login", params={"token": token, "next": "/\t/evil.example/x"})
+    response = await post_login(anon, token, "/\t/evil.example/x")
     assert urlsplit(browser_url(refresh_target(response))).netloc == HOST
 
 
@@ -457,7 +491,7 @@ async def test_next_with_a_tab_never_leaves_the_site(
 async def test_local_next_is_kept(anon: httpx.AsyncClient, service: Service, next_: str) -> None:
     """A plain local path survives sign-in and is where the meta refresh goes."""
     token, _ = await service.create_token("alice", "approver")
-    response = await anon.get("/login", params={"token": token, "next": next_})
+    response = await post_login(anon, token, next_)
     assert response.status_code == 200
     target = refresh_target(response)
     assert target == next_
@@ -470,7 +504,7 @@ async def test_next_is_escaped_in_the_sign_in_page(
     """A quote in next cannot break out of the meta refresh or the link."""
     token, _ = await service.create_token("alice", "approver")
     next_ = '/x"><img src=x onerror=alert(1)>'
-    response = await anon.get("/login", params={"token": token, "next": next_})
+    response = await post_login(anon, token, next_)
     assert "<img" not in response.text
     assert refresh_target(response) == next_
     assert inline_code(response.text).problems == []
@@ -490,7 +524,9 @@ async def test_signed_in_redirect_drops_a_foreign_next(sign_in: SignIn) -> None:
 async def test_sign_in_form_post(anon: httpx.AsyncClient, service: Service) -> None:
     """POST /login with a urlencoded token and next signs in and goes to next."""
     token, _ = await service.create_token("alice", "approver")
-    response = await anon.post("/login", content=f"token={token}&next=/history", headers=FORM)
+    response = await anon.post(
+        "/login", content=f"token={token}&next=/history", headers=SAME_ORIGIN
+    )
     assert response.status_code == 200
     assert refresh_target(response) == "/history"
     assert "httponly" in cookie_header(response)
@@ -503,7 +539,7 @@ async def test_sign_in_form_post_with_a_bad_token(
     """POST /login with an unknown token or an agent's is refused without a cookie."""
     agent_token, _ = await service.create_token("bot", "agent")
     for token, status in [("so_nope", 401), ("", 401), (agent_token, 403)]:
-        response = await anon.post("/login", content=f"token={token}&next=/", headers=FORM)
+        response = await anon.post("/login", content=f"token={token}&next=/", headers=SAME_ORIGIN)
         assert response.status_code == status, token
         assert response.headers.get_list("set-cookie") == []
 
@@ -609,7 +645,7 @@ async def test_pages_have_no_inline_code(
 async def test_page_shell_escapes_the_user_name(anon: httpx.AsyncClient, service: Service) -> None:
     """A token named <script>x</script> shows escaped in the page shell, never as a tag."""
     token, _ = await service.create_token("<script>x</script>", "approver")
-    assert (await anon.get("/login", params={"token": token})).status_code == 200
+    assert (await post_login(anon, token)).status_code == 200
     page = await anon.get("/")
     assert page.status_code == 200
     assert "<script>x</script>" not in page.text
@@ -620,12 +656,15 @@ async def test_page_shell_escapes_the_user_name(anon: httpx.AsyncClient, service
 async def test_sign_in_page_escapes_the_user_name(
     anon: httpx.AsyncClient, service: Service
 ) -> None:
-    """The 'Signed in as ...' page shows a hostile name escaped, never as a tag."""
+    """The confirm and 'Signed in as ...' pages show a hostile name escaped, never as a tag."""
     token, _ = await service.create_token("<script>x</script>", "approver")
-    response = await anon.get("/login", params={"token": token})
-    assert response.status_code == 200
-    assert "<script>x</script>" not in response.text
-    assert "&lt;script&gt;x&lt;/script&gt;" in response.text
+    for response in [
+        await anon.get("/login", params={"token": token}),
+        await post_login(anon, token),
+    ]:
+        assert response.status_code == 200
+        assert "<script>x</script>" not in response.text
+        assert "&lt;script&gt;x&lt;/script&gt;" in response.text
 
 
 # -- 9. the WebSocket by cookie --------------------------------------------------------------
@@ -722,13 +761,14 @@ async def test_websocket_authenticates_by_cookie(
 
 
 async def test_websocket_without_a_valid_session_is_closed_4401(
-    sign_in: SignIn, app: FastAPI, service: Service
+    anon: httpx.AsyncClient, app: FastAPI, service: Service
 ) -> None:
     """No cookie or bearer, a forged cookie, a cross-origin page or a revoked token: 4401."""
     assert await refused_code(app) == 4401
-    assert await refused_code(app, {"Cookie": f"{COOKIE}=tok_x.1.nonce.mac"}) == 4401
+    assert await refused_code(app, {"Cookie": f"{COOKIE}=abc.mac"}) == 4401
     token, record = await service.create_token("carol", "approver")
-    cookie = {"Cookie": f"{COOKIE}={issue_session(record).cookie}"}
+    assert (await post_login(anon, token)).status_code == 200
+    cookie = {"Cookie": f"{COOKIE}={anon.cookies[COOKIE]}"}
     assert await refused_code(app, cookie) is None
     assert await refused_code(app, {**cookie, "Origin": "http://evil.example"}) == 4401
     assert await refused_code(app, {"Authorization": f"Bearer {token}"}) is None

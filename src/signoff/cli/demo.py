@@ -122,7 +122,9 @@ def demo(
             console.print(f"the agent is {DEMO_MODEL_NAME}: no API key, no LLM", markup=False)
             if token is not None:
                 console.print(f"admin token: {token}", markup=False)
-            console.print("open the inbox (the link signs you in):", markup=False)
+            console.print(
+                "open the inbox (the link asks to confirm, then signs you in):", markup=False
+            )
             console.print(
                 f"    {base}/login?token={token}" if token else f"    {base}/login",
                 markup=False,

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from signoff.anchoring import log_anchors
-from signoff.cli.context import DbOption, console, fail, open_service, run
+from signoff.cli.context import DbOption, console, err_console, fail, open_service, run
 from signoff.cli.loading import load_object
-from signoff.config import default_db_url
+from signoff.config import ENV_SECRET, ServerSecret, default_db_url, exposed_files, server_secret
+from signoff.errors import InvalidRequest
 from signoff.preview_root import PreviewRoot
 from signoff.service import Service
 
@@ -47,6 +48,33 @@ def preview_root_for(path: Path, db_url: str) -> PreviewRoot:
         return PreviewRoot(path.expanduser(), private=private)
     except ValueError as exc:
         fail(f"--preview-root: {exc}")
+
+
+def warn_exposed_files(db_url: str) -> None:
+    """A ``warning:`` line on stderr for each of signoff's files that others can read."""
+    for path, mode in exposed_files(db_url):
+        err_console.print(
+            f"warning: {path} can be read by other users (mode {mode:04o}); "
+            f"chmod 600 {path} (and 700 its directory)",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def load_secret(db_url: str) -> ServerSecret:
+    """The server secret for ``db_url``; one ``error:`` line when it is unusable."""
+    try:
+        secret = server_secret(db_url)
+    except InvalidRequest as exc:
+        fail(exc.message)
+    if db_url.startswith(("postgresql:", "postgres:")) and not secret.shared:
+        err_console.print(
+            f"warning: inbox sessions are signed with the secret in {secret.source}; servers "
+            f"sharing this database must all be given the same {ENV_SECRET}",
+            markup=False,
+            soft_wrap=True,
+        )
+    return secret
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -145,6 +173,22 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    secure_cookies: Annotated[
+        bool,
+        typer.Option(
+            "--secure-cookies",
+            help="Mark the inbox's session cookie Secure (sent over HTTPS only): use it when "
+            "browsers reach this server over TLS, e.g. behind a TLS-terminating proxy.",
+        ),
+    ] = False,
+    trust_forwarded_proto: Annotated[
+        bool,
+        typer.Option(
+            "--trust-forwarded-proto",
+            help="Believe the X-Forwarded-Proto header: 'https' there marks the session cookie "
+            "Secure. Only behind a proxy that sets it and strips it from clients.",
+        ),
+    ] = False,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
@@ -156,6 +200,10 @@ def serve(
         fail("the server needs its extra: pip install 'signoff[server]'")
     agents = _agents(agent or [])
     root = preview_root_for(preview_root, db or default_db_url()) if preview_root else None
+    db_url = db or default_db_url()
+    # before the store opens: files it creates are private, existing ones keep their modes
+    warn_exposed_files(db_url)
+    secret = load_secret(db_url)
     check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
@@ -170,6 +218,9 @@ def serve(
                 public_url=base,
                 webhooks=webhooks,
                 body_timeout=body_timeout,
+                session_key=secret.key,
+                secure_cookies=secure_cookies,
+                trust_forwarded_proto=trust_forwarded_proto,
             )
             http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
             # events are small JSON sent to many sockets at once: compressing each copy for
@@ -190,7 +241,8 @@ def serve(
                 console.print("admin token, shown only this once (only its hash is stored):")
                 console.print(f"admin token: {token}", markup=False)
                 console.print(
-                    "open the inbox (the link signs you in, as Jupyter's does):", markup=False
+                    "open the inbox (the link asks once to confirm, then signs you in):",
+                    markup=False,
                 )
                 console.print(f"    {base}/login?token={token}", markup=False, soft_wrap=True)
                 console.print(

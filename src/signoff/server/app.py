@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
@@ -351,6 +352,9 @@ def create_app(
     public_url: str | None = None,
     agents: Mapping[str, Any] | None = None,
     preview_root: PreviewRoot | None = None,
+    session_key: bytes | None = None,
+    secure_cookies: bool = False,
+    trust_forwarded_proto: bool = False,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
 
@@ -359,6 +363,10 @@ def create_app(
     ``agents`` (name to pydantic-ai Agent) are hosted as durable tasks (needs pydantic-ai).
     Diff previews read files only inside ``preview_root``; without one, none at all.
     A request body must be whole within ``body_timeout`` seconds (None: no limit).
+    Inbox session cookies are signed with ``session_key`` (from the server secret; None:
+    a random key, so sessions end with the process); they are Secure with
+    ``secure_cookies``, or when a trusted proxy says ``X-Forwarded-Proto: https``
+    (``trust_forwarded_proto``).
     """
     # requests reach this service from agents over HTTP: previews read only inside the
     # operator's preview root, or nothing at all (its in-process default reads anywhere)
@@ -409,6 +417,9 @@ def create_app(
         return JSONResponse({"ok": True})
 
     app.state.cookie_principal = cookie_principal
+    app.state.session_key = session_key if session_key is not None else secrets.token_bytes(32)
+    app.state.secure_cookies = secure_cookies
+    app.state.trust_forwarded_proto = trust_forwarded_proto
     app.include_router(web_router())
     app.mount("/static", static_files(), name="static")
     app.add_middleware(BodyLimit, max_body=max_body, body_timeout=body_timeout)

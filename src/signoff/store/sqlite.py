@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -72,6 +73,21 @@ def sqlite_path_from_url(url: str) -> Path:
             f"not a SQLite URL: {url!r}; use sqlite:///relative/path or sqlite:////absolute/path"
         )
     return Path(url[len(prefix) :]).expanduser()
+
+
+def _create_private(path: Path) -> None:
+    """Make the database's directory (0700) and an empty database file (0600), if missing.
+
+    Before any data is written, so nothing is ever readable by others. SQLite creates the
+    ``-wal`` and ``-shm`` files with the database file's permissions, so they are 0600 too.
+    Existing files keep their modes (``signoff serve`` warns when others can read them).
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -138,9 +154,9 @@ class SQLiteStore:
         if self._writer is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
         except OSError as exc:
-            raise StoreUnavailable(f"cannot create {self.path.parent}: {exc}") from None
+            raise StoreUnavailable(f"cannot create {self.path}: {exc}") from None
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writer = threading.Thread(
             target=self._writer_main,

@@ -19,9 +19,20 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from signoff.domain.principals import DECIDER_ROLES, TokenRecord, hash_token
+from signoff.domain.principals import DECIDER_ROLES, hash_token
+from signoff.errors import NotAllowed, Unauthenticated
 from signoff.service import Service
-from signoff.web.sessions import COOKIE, SESSION_MAX_AGE, WebSession, issue_session, read_session
+from signoff.web.sessions import (
+    COOKIE,
+    SESSION_MAX_AGE,
+    WebSession,
+    check_login_origin,
+    cookie_secure,
+    end_session,
+    open_session,
+    read_session,
+    session_key,
+)
 
 __all__ = ["CSP", "SecurityHeaders", "static_files", "web_router"]
 
@@ -103,7 +114,7 @@ def _login_page(
     return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def _signed_in(session: WebSession, next_path: str) -> HTMLResponse:
+def _signed_in(session: WebSession, next_path: str, *, secure: bool) -> HTMLResponse:
     """Set the cookie, then move on with a same-site navigation.
 
     A meta refresh rather than a redirect: a SameSite=Strict cookie set during a redirect
@@ -123,25 +134,56 @@ def _signed_in(session: WebSession, next_path: str) -> HTMLResponse:
         max_age=SESSION_MAX_AGE,
         httponly=True,
         samesite="strict",
-        secure=False,
+        secure=secure,
         path="/",
     )
     return response
 
 
-async def _sign_in(service: Service, token: str, next_path: str) -> HTMLResponse:
-    record: TokenRecord | None = None
+_UNKNOWN = "Unknown or revoked token."
+_AGENT = "Agent tokens cannot sign in to the inbox; use an approver or admin token."
+
+
+async def _sign_in(request: Request, token: str, next_path: str) -> HTMLResponse:
+    service: Service = request.app.state.service
+    try:
+        session = await open_session(service, session_key(request), token)
+    except Unauthenticated:
+        return _login_page(_UNKNOWN, status=401, next_path=next_path)
+    except NotAllowed:
+        return _login_page(_AGENT, status=403, next_path=next_path)
+    return _signed_in(session, next_path, secure=cookie_secure(request))
+
+
+async def _confirm(service: Service, token: str, next_path: str) -> HTMLResponse:
+    """The page a sign-in link opens: who the token is, and a button that signs in.
+
+    Signing in takes this click (a POST from this page), so a link or an image on another
+    site cannot sign a browser in as someone else (login CSRF).
+    """
+    record = None
     if 0 < len(token) <= 200:
         record = await service.store.find_token(hash_token(token.strip()))
     if record is None or record.revoked_at is not None:
-        return _login_page("Unknown or revoked token.", status=401, next_path=next_path)
+        return _login_page(_UNKNOWN, status=401, next_path=next_path)
     if record.role not in DECIDER_ROLES:
-        return _login_page(
-            "Agent tokens cannot sign in to the inbox; use an approver or admin token.",
-            status=403,
-            next_path=next_path,
-        )
-    return _signed_in(issue_session(record), next_path)
+        return _login_page(_AGENT, status=403, next_path=next_path)
+    form_html = (
+        '<form method="post" action="/login">'
+        f'<input type="hidden" name="next" value="{html.escape(next_path)}">'
+        f'<input type="hidden" name="token" value="{html.escape(token)}">'
+        '<button type="submit" id="confirm-sign-in">Sign in</button></form>'
+        "<p class=hint>Only continue if you opened this link yourself: you will act as "
+        "this user in the inbox.</p>"
+    )
+    who = f"{record.name} ({record.role})"
+    body = _TEMPLATES["login"].substitute(
+        refresh="",
+        message=html.escape(f"Sign in as {who}?"),
+        message_class="",
+        form=form_html,
+    )
+    return HTMLResponse(body, headers={"Cache-Control": "no-store"})
 
 
 def web_router() -> APIRouter:
@@ -150,7 +192,7 @@ def web_router() -> APIRouter:
 
     async def session_of(request: Request) -> WebSession | None:
         service: Service = request.app.state.service
-        return await read_session(service, request.cookies.get(COOKIE))
+        return await read_session(service, session_key(request), request.cookies.get(COOKIE))
 
     async def page(request: Request, name: str, title: str, request_id: str = "") -> Response:
         session = await session_of(request)
@@ -198,10 +240,10 @@ def web_router() -> APIRouter:
         token: Annotated[str | None, Query(max_length=200)] = None,
         next_: Annotated[str | None, Query(alias="next", max_length=500)] = None,
     ) -> Response:
-        """Sign in from a link carrying a token (as Jupyter does), or show the form."""
+        """A link carrying a token (as Jupyter's does) asks to confirm; else the form."""
         next_path = _safe_next(next_)
         if token is not None:
-            return await _sign_in(request.app.state.service, token, next_path)
+            return await _confirm(request.app.state.service, token, next_path)
         if await session_of(request) is not None:
             return RedirectResponse(next_path, status_code=303)
         return _login_page("Sign in with an API token.", status=200, next_path=next_path,
@@ -209,27 +251,33 @@ def web_router() -> APIRouter:
 
     @router.post("/login")
     async def login_form(request: Request) -> Response:
-        """Sign in from the form."""
+        """Sign in from the form or the link's confirm button; never from another site."""
+        try:
+            check_login_origin(request)
+        except NotAllowed as exc:
+            return _login_page(exc.message, status=403, form=False)
         body = await request.body()
         if len(body) > _FORM_LIMIT:
             return _login_page("The form is too large.", status=413)
         fields = parse_qs(body.decode("utf-8", "replace"))
         token = (fields.get("token") or [""])[0]
-        return await _sign_in(
-            request.app.state.service, token, _safe_next((fields.get("next") or ["/"])[0])
-        )
+        return await _sign_in(request, token, _safe_next((fields.get("next") or ["/"])[0]))
 
     @router.post("/logout")
     async def logout(request: Request) -> Response:
-        """Sign out: the form must carry the session's CSRF token."""
+        """Sign out: the form must carry the session's CSRF token; the session ends for good."""
         session = await session_of(request)
         body = await request.body()
         fields = parse_qs(body[:_FORM_LIMIT].decode("utf-8", "replace"))
         sent = (fields.get("csrf") or [""])[0]
-        if session is not None and not hmac.compare_digest(sent.encode(), session.csrf.encode()):
-            return _login_page("Missing or wrong CSRF token.", status=403, form=False)
+        if session is not None:
+            if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+                return _login_page("Missing or wrong CSRF token.", status=403, form=False)
+            await end_session(request.app.state.service, session)
         response = RedirectResponse("/login", status_code=303)
-        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        response.delete_cookie(
+            COOKIE, path="/", httponly=True, samesite="strict", secure=cookie_secure(request)
+        )
         return response
 
     return router
