@@ -11,6 +11,19 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * JSON.parse that keeps every number exactly as the server wrote it: one that a double cannot
+ * hold (an integer past 2^53, say) stays its source text, as JSON.rawJSON, which
+ * JSON.stringify writes back verbatim; so args are shown and sent back unrounded.
+ */
+export function parseJson(text) {
+  if (typeof JSON.rawJSON !== "function") return JSON.parse(text);
+  return JSON.parse(text, (key, value, context) =>
+    typeof value === "number" && context?.source !== undefined && String(value) !== context.source
+      ? JSON.rawJSON(context.source)
+      : value);
+}
+
 export async function api(method, path, body) {
   const init = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
   if (body !== undefined) {
@@ -28,7 +41,7 @@ export async function api(method, path, body) {
     location.assign(`/login?next=${encodeURIComponent(location.pathname)}`);
     throw new ApiError(401, "Unauthenticated", "signed out");
   }
-  const data = await response.json().catch(() => ({}));
+  const data = await response.text().then(parseJson).catch(() => ({}));
   if (!response.ok) {
     throw new ApiError(response.status, data.error || "Error", data.detail || response.statusText);
   }
@@ -57,7 +70,7 @@ export function follow({ since, onEvent, onState }) {
       opened = true;
     };
     ws.onmessage = (m) => {
-      const message = JSON.parse(m.data);
+      const message = parseJson(m.data);
       if (message.type === "heartbeat") return;
       if (typeof message.seq === "number") last = Math.max(last ?? 0, message.seq);
       onEvent(message);

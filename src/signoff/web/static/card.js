@@ -1,15 +1,16 @@
 // One request as a card: what the agent asks, exactly what would run, and the controls
 // for the decisions its kind allows. Used by the inbox and by a request's own page.
 
-import { ApiError, decide } from "./api.js";
+import { ApiError, decide, parseJson } from "./api.js";
 import { lineDiff, unifiedDiff } from "./diff.js";
-import { ago, h, pretty, remaining, when } from "./dom.js";
+import { ago, h, pretty, remaining, visible, when } from "./dom.js";
 
 const TITLES = { approval: "Tool call", choice: "Choice", questions: "Questions" };
 
+/** One line naming the request; agent text with every control (newlines too) escaped. */
 export function title(req) {
-  if (req.kind === "approval") return req.tool_name;
-  return req.prompt || (req.kind === "questions" ? req.questions.map((q) => q.text).join(" · ") : "");
+  if (req.kind === "approval") return visible(req.tool_name, false);
+  return visible(req.prompt || (req.kind === "questions" ? req.questions.map((q) => q.text).join(" · ") : ""), false);
 }
 
 function statusBadge(req) {
@@ -160,7 +161,7 @@ function controls(req, card, opts) {
       card.update(decided);
       opts.onDecided?.(decided);
     } catch (e) {
-      error.textContent = e instanceof ApiError ? e.message : String(e);
+      error.textContent = visible(e instanceof ApiError ? e.message : String(e));
       for (const b of buttons) b.disabled = false;
     } finally {
       if (button) button.removeAttribute("aria-busy");
@@ -235,7 +236,7 @@ function argsEditor(req, approveEdited) {
     problem.textContent = "";
     let args;
     try {
-      args = JSON.parse(text.value);
+      args = parseJson(text.value); // numbers kept as typed: 2^53 + 1 is not rounded
     } catch (e) {
       problem.textContent = `not valid JSON: ${e.message}`;
       return;

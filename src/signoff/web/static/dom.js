@@ -1,4 +1,37 @@
-// Building DOM nodes. Every string becomes a text node: agent-supplied text is never parsed as HTML.
+// Building DOM nodes. Every string becomes a text node: agent-supplied text is never parsed as HTML,
+// and its control, bidi and invisible format characters are shown as escapes (visible()).
+
+// The twin of signoff.cli.safe_text: controls (C0, DEL, C1), format characters (bidi
+// embeddings, overrides, isolates and marks, zero-width characters, BOM, tags...), lone
+// surrogates, line and paragraph separators, and the invisible fillers.
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u034F\u115F\u1160\u17B4\u17B5\u2065\u3164\uFFA0\u{E0000}-\u{E007F}]/gu;
+
+function hex(code, width) {
+  return code.toString(16).padStart(width, "0");
+}
+
+/** text with hidden characters as visible escapes (\x1b, \u202e); newlines and tabs stay if multiline. */
+export function visible(text, multiline = true) {
+  return String(text).replace(HIDDEN, (c) => {
+    if (multiline && (c === "\n" || c === "\t")) return c;
+    const code = c.codePointAt(0);
+    return code < 0x100 ? `\\x${hex(code, 2)}` : code < 0x10000 ? `\\u${hex(code, 4)}` : `\\U${hex(code, 8)}`;
+  });
+}
+
+/** JSON text with hidden characters as JSON \u escapes: shown visibly, and it parses to the same value. */
+export function visibleJson(text) {
+  if (typeof text !== "string") return text;
+  return text.replace(HIDDEN, (c) => {
+    if (c === "\n" || c === "\t") return c;
+    let escaped = ""; // an astral character as its UTF-16 pair, as JSON writes it
+    for (let i = 0; i < c.length; i++) escaped += `\\u${hex(c.charCodeAt(i), 4)}`;
+    return escaped;
+  });
+}
+
+// attributes a person reads (or hears): agent text in them is made visible too
+const READ_ATTRIBUTES = new Set(["aria-label", "title", "placeholder"]);
 
 /** h("div", {class: "x", onclick: fn}, child, "text", ...) */
 export function h(tag, attrs = {}, ...children) {
@@ -12,7 +45,7 @@ export function h(tag, attrs = {}, ...children) {
     } else if (value === true) {
       el.setAttribute(key, "");
     } else {
-      el.setAttribute(key, String(value));
+      el.setAttribute(key, READ_ATTRIBUTES.has(key) ? visible(value) : String(value));
     }
   }
   append(el, children);
@@ -24,7 +57,7 @@ function append(el, children) {
     if (child === undefined || child === null || child === false) continue;
     if (Array.isArray(child)) append(el, child);
     else if (child instanceof Node) el.appendChild(child);
-    else el.appendChild(document.createTextNode(String(child)));
+    else el.appendChild(document.createTextNode(visible(child)));
   }
 }
 
@@ -33,8 +66,9 @@ export function clear(el) {
   return el;
 }
 
+/** A JSON value, indented, hidden characters as JSON escapes (numbers kept as the server wrote them). */
 export function pretty(value) {
-  return JSON.stringify(value, null, 2);
+  return visibleJson(JSON.stringify(value, null, 2));
 }
 
 export function when(iso) {
@@ -62,7 +96,7 @@ export function remaining(iso) {
 let toastTimer = 0;
 export function toast(message, kind = "error") {
   const el = document.getElementById("toast");
-  el.textContent = message;
+  el.textContent = visible(message);
   el.dataset.kind = kind;
   el.hidden = false;
   clearTimeout(toastTimer);
