@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from signoff.domain.previews import file_edit_preview
+from signoff.domain.previews import FilePreview, Unreadable, file_edit_preview, origin_label
 from signoff.service import read_text_file
 
 
@@ -75,3 +75,48 @@ async def test_submit_stores_the_preview(tmp_path: Path) -> None:
     request = submitted.request
     assert isinstance(request, ApprovalRequest) and request.preview is not None
     assert request.preview.old == "one\n" and "+two" in request.preview.diff
+
+
+def test_without_a_reader_a_whole_write_says_the_old_content_is_unknown() -> None:
+    """No reader: old is unknown (not claimed empty or new), only the new content is shown."""
+    preview = file_edit_preview({"path": "/etc/passwd", "content": "x\n"}, None)
+    assert preview is not None and preview.old_source == "none" and preview.exists is None
+    assert preview.old == "" and "+x" in preview.diff
+    assert preview.note is not None and "current content is unknown" in preview.note
+    assert origin_label(preview) == "current content not read"
+
+
+def test_without_a_reader_a_replace_edit_shows_the_agents_strings() -> None:
+    """No reader: a replace edit diffs the agent's old string to its new one, marked so."""
+    preview = file_edit_preview(
+        {"path": "a.txt", "old_string": "port = 80", "new_string": "port = 8080"}, None
+    )
+    assert preview is not None and preview.old_source == "agent" and preview.exists is None
+    assert preview.old == "port = 80" and preview.new == "port = 8080"
+    assert "-port = 80" in preview.diff and "+port = 8080" in preview.diff
+    assert preview.note is not None and "what the agent sent" in preview.note
+    assert origin_label(preview).startswith("old text supplied by the agent")
+
+
+def test_a_refusing_reader_gives_its_reason_and_no_content() -> None:
+    """A reader's Unreadable is named in the note; the preview holds only the call's text."""
+    preview = file_edit_preview(
+        {"path": "x", "content": "new\n"}, lambda _: Unreadable("outside the preview root")
+    )
+    assert preview is not None and preview.old_source == "none"
+    assert preview.note is not None and "outside the preview root" in preview.note
+
+
+def test_a_file_read_is_marked_as_read() -> None:
+    """A reader's text is the old side, marked "file"; a missing file is a new file."""
+    read = file_edit_preview({"path": "x", "content": "b\n"}, lambda _: "a\n")
+    assert read is not None and read.old_source == "file" and read.exists is True
+    assert origin_label(read) == ""
+    new = file_edit_preview({"path": "x", "content": "b\n"}, lambda _: None)
+    assert new is not None and new.exists is False and origin_label(new) == "new file"
+
+
+def test_a_preview_stored_before_old_source_reads_as_read_from_the_file() -> None:
+    """Requests stored before the field existed load with old_source "file"."""
+    stored = {"path": "x", "old": "a", "new": "b", "diff": "", "exists": True, "note": None}
+    assert FilePreview.model_validate(stored).old_source == "file"

@@ -203,3 +203,18 @@ def test_serve_refuses_a_preview_root_that_is_not_a_directory(tmp_path: Path) ->
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("error: --preview-root:") and "not a directory" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_signoff_show_says_the_old_text_is_the_agents(bare: Setup) -> None:
+    """signoff show labels a preview built from the agent's strings, not the file."""
+    with httpx.Client(base_url=bare.server.base, timeout=30) as http:
+        made = http.post(
+            f"{API}/requests",
+            json={"session_id": "s", "kind": "approval", "tool_name": "edit_file",
+                  "tool_args": {"path": "/etc/passwd", "old_string": "a", "new_string": "b"}},
+            headers=bearer(bare.token),
+        )  # fmt: skip
+    assert made.status_code == 201, made.text
+    shown = bare.server.cli("show", made.json()["id"])
+    assert shown.returncode == 0, shown.stderr
+    assert "old text supplied by the agent" in shown.stdout and PASSWD not in shown.stdout

@@ -32,6 +32,7 @@ from rich.text import Text
 
 from signoff.backends import Backend
 from signoff.cli.render import STATUS_STYLE, summary
+from signoff.domain.previews import origin_label
 from signoff.cli.safe_text import dumps_visible, visible
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision, SignoffError
@@ -143,7 +144,8 @@ def detail_view(request: Request, now: datetime | None = None) -> RenderableType
         tool = visible(request.tool_name, multiline=False)
         parts += [_heading(f"tool: {tool}"), Text(_pretty(request.tool_args))]
         if request.preview is not None:
-            new = "" if request.preview.exists else " (new file)"
+            origin = origin_label(request.preview)
+            new = f" ({origin})" if origin else ""
             path = visible(request.preview.path, multiline=False)
             parts.append(_heading(f"diff of {path}{new}"))
             if request.preview.note:

@@ -36,13 +36,20 @@ function section(label, ...content) {
   return h("section", { class: "part" }, h("h3", {}, label), ...content);
 }
 
+// where a preview's old side came from: the server reads no file outside its preview root
+function previewOrigin(p) {
+  if (p.old_source === "agent") return " (old text supplied by the agent, not read from the file)";
+  if (p.old_source === "none") return " (current content not read)";
+  return p.exists ? "" : " (new file)";
+}
+
 function describe(req) {
   const parts = [];
   if (req.kind === "approval") {
     parts.push(section("Arguments", h("pre", { class: "args", "data-role": "args" }, pretty(req.tool_args))));
     if (req.preview) {
       const p = req.preview;
-      parts.push(section(`File: ${p.path}${p.exists ? "" : " (new file)"}`,
+      parts.push(section(`File: ${p.path}${previewOrigin(p)}`,
         p.note ? h("p", { class: "note" }, p.note) : null,
         p.diff ? unifiedDiff(p.diff, `diff of ${p.path}`) : h("p", { class: "note" }, "no change")));
     }
