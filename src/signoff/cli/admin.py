@@ -20,6 +20,7 @@ from signoff.cli.context import (
     run,
 )
 from signoff.cli.render import audit_table
+from signoff.cli.safe_text import visible
 from signoff.domain.principals import Role
 
 __all__ = ["register"]
@@ -205,10 +206,10 @@ def grants_list(
             table.add_row(
                 g.id,
                 g.scope,
-                Text(g.tool_name),
-                Text(g.requested_by),
-                Text(g.session_id or ""),
-                Text(str(g.args_pattern or "any")),
+                Text(visible(g.tool_name, multiline=False)),
+                Text(visible(g.requested_by, multiline=False)),
+                Text(visible(g.session_id or "", multiline=False)),
+                Text(visible(str(g.args_pattern or "any"), multiline=False)),
                 Text(g.created_by),
                 f"{g.expires_at:%Y-%m-%d %H:%M}",
                 f"{g.revoked_at:%Y-%m-%d %H:%M}" if g.revoked_at else "",

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from signoff.cli.context import console, fail, open_service, run
+from signoff.cli.safe_text import visible
 from signoff.cli.serve import check_port_free, ensure_admin_token, preview_root_for
 from signoff.domain.principals import Principal
 
@@ -144,7 +145,7 @@ def demo(
                 )
                 gate = SignoffGate(backend, session_id=session, mode="queue", policy=policy)
                 result = await agent.run(prompt, capabilities=[gate])
-                console.print(f"agent> {prompt}\n{result.output}\n", markup=False)
+                console.print(f"agent> {prompt}\n{visible(str(result.output))}\n", markup=False)
 
             async def agent_runs() -> None:
                 await asyncio.sleep(0.5)

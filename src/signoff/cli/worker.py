@@ -19,6 +19,7 @@ import typer
 from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import DbOption, console, err_console, fail, run
 from signoff.cli.loading import load_object
+from signoff.cli.safe_text import visible
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.executor import Executor, ToolRegistry
@@ -38,6 +39,7 @@ def load_registry(spec: str) -> ToolRegistry:
 
 def _line(request: Request) -> str:
     tool = request.tool_name if isinstance(request, ApprovalRequest) else request.kind
+    tool = visible(tool, multiline=False)  # the agent named it
     return f"{request.id} {tool} {request.status}"
 
 
