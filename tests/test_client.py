@@ -105,3 +105,8 @@ def test_sync_client_against_a_real_server(server: Server) -> None:
         decided = agent.wait(request.id, timeout=5)
         assert decided.status == "rejected"
         assert admin.verify_audit().ok
+        anchor = admin.audit_anchor()
+        assert anchor.seq == 4  # two tokens, the submit, the decision
+        assert admin.verify_audit(str(anchor)).anchor == str(anchor)
+        with pytest.raises(InvalidRequest):
+            admin.verify_audit("4:nothex")

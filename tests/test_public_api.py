@@ -8,7 +8,7 @@ import sys
 import signoff
 
 EXPECTED = {
-    "AsyncClient", "Client",
+    "AsyncClient", "Client", "Anchor",
     "Answer", "ApprovalRequest", "Approve", "ArgsMismatch", "AuditChainBroken", "AuditEntry",
     "BatchOutcome", "CallerError", "ChainReport", "ChoiceRequest", "Choose", "Decision",
     "DecisionRecord", "Event", "EventBus", "Executor", "FilePreview", "Grant", "GrantNotFound",

@@ -6,7 +6,7 @@ agent framework.
 """
 
 from signoff.bus.local import EventBus, LocalBus, Subscription
-from signoff.domain.audit import AuditEntry, ChainReport
+from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import (
     Answer,
     Approve,
@@ -67,6 +67,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "Anchor",
     "Answer",
     "ApprovalRequest",
     "Approve",
