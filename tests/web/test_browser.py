@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.serving import Server, agent_token, start_server
+from tests.serving import Server, agent_token, free_port, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Agent, need_chromium
 
 if TYPE_CHECKING:
@@ -28,6 +29,17 @@ def browser() -> Iterator[Browser]:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """A fresh server whose diff previews may read the test's own tmp_path (--preview-root)."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    running = start_server(db, free_port(), env, "--preview-root", str(tmp_path))
+    yield running
+    if running.process.poll() is None:
+        running.stop()
 
 
 @pytest.fixture
@@ -153,6 +165,22 @@ def test_file_edit_shows_a_diff_with_line_numbers(page: Page, agent: Agent, tmp_
     red = removed.evaluate("el => getComputedStyle(el).backgroundColor")
     green = added.evaluate("el => getComputedStyle(el).backgroundColor")
     assert red != green and "rgba(0, 0, 0, 0)" not in (red, green)
+
+
+def test_a_preview_the_server_did_not_read_says_the_old_text_is_the_agents(
+    page: Page, agent: Agent
+) -> None:
+    """A replace edit outside the preview root: the card says whose old text it shows."""
+    created = agent.submit(
+        tool_name="edit_file",
+        tool_args={"path": "/etc/passwd", "old_string": "root", "new_string": "toor"},
+    )
+    selector = card(page, created["id"])
+    page.wait_for_selector(f"{selector} table.diff")
+    text = page.inner_text(selector)
+    assert "old text supplied by the agent, not read from the file" in text.lower()
+    assert "outside the preview root" in text and "root:x:0:0" not in text
+    assert page.locator(f"{selector} table.diff tr.del td.code").inner_text() == "root"
 
 
 def test_edited_args_are_validated_and_diffed_before_approval(page: Page, agent: Agent) -> None:
