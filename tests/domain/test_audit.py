@@ -157,12 +157,14 @@ def test_deleted_request_and_orphan_events_fail() -> None:
 
 
 def test_event_log_gaps_fail() -> None:
-    """Events missing from the start, middle or (given an event head) end fail."""
+    """Events missing from the start, middle or end (by the event head, or by a request
+    whose current version no event carries) fail."""
     entries = chain(3)
     for over in (
         {"events": 3, "first_event_seq": 2, "last_event_seq": 4},
         {"events": 3, "first_event_seq": 1, "last_event_seq": 4},
         {"events": 3, "first_event_seq": 1, "last_event_seq": 3, "event_head": 5},
+        {"unannounced_requests": ("req_3",)},
     ):
         report = verify_log(entries, head=head(entries), coverage=covered(entries, **over))
         assert not report.ok and "event" in (report.problem or ""), over

@@ -208,6 +208,10 @@ TAMPERING: dict[str, tuple[Callable[[History], list[str]], tuple[str, ...]]] = {
         lambda h: ["DELETE FROM events WHERE seq = 5"],
         ("holds 8 events numbered 1 to 9",),
     ),
+    "the newest events cut from the end": (
+        lambda h: ["DELETE FROM events WHERE seq > 7"],  # c3's claim and result
+        ("request {c3} has no event with its current version",),
+    ),
 }
 
 

@@ -271,6 +271,7 @@ async def test_audit_coverage_names_what_the_log_does_not_account_for(store: Sto
     have no counterpart, a sample of at most ``sample`` each."""
     empty = await store.audit_coverage()
     assert (empty.requests, empty.events, empty.last_event_seq) == (0, 0, None)
+    assert not (empty.unaudited_requests or empty.orphan_events or empty.unannounced_requests)
     assert empty.event_head in (None, 0)
     audited = [approval() for _ in range(3)]
     for r in audited:
@@ -280,8 +281,11 @@ async def test_audit_coverage_names_what_the_log_does_not_account_for(store: Sto
         await store.commit(Write(at=T0, insert=r, events=(EventDraft(type="created", request=r),)))
     ghost = AuditDraft(action="submit", actor="agent", request_id="req_gone")
     await store.commit(Write(at=T0, audit=(ghost, AuditDraft(action="token.create", actor="a"))))
+    quiet = audited[1].model_copy(update={"status": "rejected", "version": 2})
+    await store.commit(Write(at=T0, update=quiet))  # its newest version has no event
     coverage = await store.audit_coverage(sample=2)
     assert coverage.requests == 6 and coverage.events == 6
+    assert coverage.unannounced_requests == (quiet.id,)
     assert (coverage.first_event_seq, coverage.last_event_seq) == (1, 6)
     assert coverage.event_head in (None, 6)
     assert coverage.unaudited_requests == tuple(sorted(r.id for r in silent)[:2])

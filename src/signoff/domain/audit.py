@@ -232,6 +232,9 @@ class LogCoverage(BaseModel):
     """The last event seq the store says it handed out, where it keeps one beside the log."""
     orphan_events: tuple[int, ...] = ()
     """Events whose request has no ``submit`` entry in the audit log."""
+    unannounced_requests: tuple[str, ...] = ()
+    """Requests with no event carrying their stored version: every write to a request
+    appends an event with the new version, so their newest events were deleted."""
 
 
 def verify_log(
@@ -301,5 +304,10 @@ def verify_log(
         return broken(
             f"the event head says {coverage.event_head} events were written, the event log "
             f"ends at {last or 0}: events were removed from the end"
+        )
+    if coverage.unannounced_requests:
+        return broken(
+            f"request {coverage.unannounced_requests[0]} has no event with its current "
+            "version: its newest events were deleted"
         )
     return ChainReport(ok=True, entries=count, anchor=named)

@@ -263,6 +263,12 @@ class MemoryStore:
         unknown = sorted(rid for rid in submitted if rid is not None and rid not in self._requests)
         orphans = [e.seq for e in self._events if e.request.id not in submitted]
         seqs = [e.seq for e in self._events]
+        announced: dict[str, int] = {}
+        for e in self._events:
+            announced[e.request.id] = max(announced.get(e.request.id, 0), e.request.version)
+        unannounced = sorted(
+            r.id for r in self._requests.values() if announced.get(r.id, 0) < r.version
+        )
         return LogCoverage(
             requests=len(self._requests),
             unaudited_requests=tuple(sorted(unaudited)[:sample]),
@@ -271,6 +277,7 @@ class MemoryStore:
             first_event_seq=min(seqs, default=None),
             last_event_seq=max(seqs, default=None),
             orphan_events=tuple(orphans[:sample]),
+            unannounced_requests=tuple(unannounced[:sample]),
         )
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:

@@ -423,6 +423,7 @@ class PostgresStore:
             last_event_seq=row[5],
             event_head=row[6],
             orphan_events=tuple(row[7]),
+            unannounced_requests=tuple(row[8]),
         )
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
@@ -606,7 +607,12 @@ SELECT
     (SELECT event_seq FROM log_head WHERE id = 1),
     ARRAY(SELECT e.seq FROM events e WHERE NOT EXISTS (
         SELECT 1 FROM audit a WHERE a.request_id = e.request_id AND a.action = 'submit'
-    ) ORDER BY e.seq LIMIT $1)
+    ) ORDER BY e.seq LIMIT $1),
+    ARRAY(SELECT r.id FROM requests r LEFT JOIN (
+        SELECT request_id, max((data::jsonb ->> 'version')::bigint) AS version
+        FROM events GROUP BY request_id
+    ) e ON e.request_id = r.id WHERE e.version IS NULL OR e.version < r.version
+    ORDER BY r.id LIMIT $1)
 """
 """What :meth:`PostgresStore.audit_coverage` counts, in one snapshot."""
 

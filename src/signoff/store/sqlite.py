@@ -875,6 +875,13 @@ def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:
         "ORDER BY seq LIMIT ?",
         (sample,),
     ).fetchall()
+    unannounced = conn.execute(
+        "SELECT r.id FROM requests r LEFT JOIN (SELECT request_id, "
+        "max(json_extract(data, '$.version')) AS version FROM events GROUP BY request_id) e "
+        "ON e.request_id = r.id WHERE e.version IS NULL OR e.version < r.version "
+        "ORDER BY r.id LIMIT ?",
+        (sample,),
+    ).fetchall()
     return LogCoverage(
         requests=requests,
         unaudited_requests=tuple(r[0] for r in unaudited),
@@ -883,4 +890,5 @@ def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:
         first_event_seq=first,
         last_event_seq=last,
         orphan_events=tuple(r[0] for r in orphans),
+        unannounced_requests=tuple(r[0] for r in unannounced),
     )
