@@ -16,7 +16,7 @@ from pydantic import JsonValue
 
 from signoff.bus.follower import follower_for
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
-from signoff.domain.decisions import Decision
+from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, Role, TokenRecord
@@ -37,7 +37,14 @@ class Backend(Protocol):
     async def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted: ...
     async def get(self, request_id: str) -> Request: ...
     async def list_requests(self, query: RequestQuery) -> Page: ...
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request: ...
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision | Mapping[str, Any],
+        *,
+        via: Channel = "person",
+        client: str | None = None,
+    ) -> Request: ...
     async def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""
     ) -> list[BatchOutcome]: ...
@@ -71,13 +78,17 @@ class Backend(Protocol):
 class LocalBackend:
     """The service in this process, acting as one principal."""
 
-    def __init__(self, service: Service, principal: Principal) -> None:
+    def __init__(
+        self, service: Service, principal: Principal, *, started_by: str | None = None
+    ) -> None:
         self.service = service
         self.principal = principal
+        self.started_by = started_by
+        """For a hosted run's agent: who started the run, recorded on every request filed."""
 
     async def submit(self, new: NewRequest | Mapping[str, Any]) -> Submitted:
-        """Submit as this principal."""
-        return await self.service.submit(new, self.principal)
+        """Submit as this principal (on behalf of ``started_by``'s run, if set)."""
+        return await self.service.submit(new, self.principal, started_by=self.started_by)
 
     async def get(self, request_id: str) -> Request:
         """One request this principal may see."""
@@ -87,9 +98,18 @@ class LocalBackend:
         """A page of requests this principal may see."""
         return await self.service.list_requests(query, self.principal)
 
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
-        """Decide as this principal."""
-        return await self.service.decide(request_id, decision, self.principal)
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision | Mapping[str, Any],
+        *,
+        via: Channel = "person",
+        client: str | None = None,
+    ) -> Request:
+        """Decide as this principal (``via``/``client``: answered in an MCP client's prompt)."""
+        return await self.service.decide(
+            request_id, decision, self.principal, via=via, client=client
+        )
 
     async def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""

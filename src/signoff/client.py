@@ -15,7 +15,7 @@ from typing import Any, Generic, Self, TypeVar
 from pydantic import JsonValue
 
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
-from signoff.domain.decisions import Decision
+from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, TokenRecord
@@ -140,6 +140,22 @@ def _decision_body(decision: Decision | Mapping[str, Any]) -> Any:
     if isinstance(decision, Mapping):
         return dict(decision)
     return decision.model_dump(mode="json", exclude_none=True)
+
+
+def _decide(
+    request_id: str, decision: Decision | Mapping[str, Any], via: Channel, client: str | None
+) -> _Op[Request]:
+    params: dict[str, str] = {"via": via} if via != "person" else {}
+    if client is not None:
+        params["client"] = client
+    return _Op(
+        "POST",
+        f"{API}/requests/{request_id}/decision",
+        lambda r: _request(r.json()),
+        json=_decision_body(decision),
+        params=params,
+        subject=request_id,
+    )
 
 
 class _Ops:
@@ -367,9 +383,16 @@ class AsyncClient:
         """A page of requests, newest first."""
         return await self._run(_Ops.list_requests(query))
 
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
-        """Decide a pending request."""
-        return await self._run(_one("POST", request_id, "/decision", _decision_body(decision)))
+    async def decide(
+        self,
+        request_id: str,
+        decision: Decision | Mapping[str, Any],
+        *,
+        via: Channel = "person",
+        client: str | None = None,
+    ) -> Request:
+        """Decide a pending request (``via``/``client``: answered in an MCP client's prompt)."""
+        return await self._run(_decide(request_id, decision, via, client))
 
     async def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""
@@ -550,9 +573,16 @@ class Client:
         """A page of requests, newest first."""
         return self._run(_Ops.list_requests(query))
 
-    def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
-        """Decide a pending request."""
-        return self._run(_one("POST", request_id, "/decision", _decision_body(decision)))
+    def decide(
+        self,
+        request_id: str,
+        decision: Decision | Mapping[str, Any],
+        *,
+        via: Channel = "person",
+        client: str | None = None,
+    ) -> Request:
+        """Decide a pending request (``via``/``client``: answered in an MCP client's prompt)."""
+        return self._run(_decide(request_id, decision, via, client))
 
     def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""

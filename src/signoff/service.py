@@ -31,7 +31,7 @@ from signoff.domain.audit import (
     verify_log,
 )
 from signoff.domain.clock import Clock, system_clock
-from signoff.domain.decisions import Approve, Decision, DecisionAdapter, DecisionRecord
+from signoff.domain.decisions import Approve, Channel, Decision, DecisionAdapter, DecisionRecord
 from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.policies import Governance, Policy, PolicyDecision
@@ -175,11 +175,18 @@ class Service:
                     self._recent.popitem(last=False)
         await self.bus.publish(committed.events)
 
-    async def submit(self, new: NewRequest | Mapping[str, Any], principal: Principal) -> Submitted:
+    async def submit(
+        self,
+        new: NewRequest | Mapping[str, Any],
+        principal: Principal,
+        *,
+        started_by: str | None = None,
+    ) -> Submitted:
         """Open a request; the same session + tool_call_id (or idempotency key) returns it again.
 
         Policy may decide at once (``allow`` approves, ``deny`` rejects), and a live standing
-        grant that covers the call approves it; the audit says which.
+        grant that covers the call approves it; the audit says which. ``started_by`` (never
+        from the agent: the server's hosted runs set it) records who started the run.
         """
         if principal.role not in ("agent", "admin"):
             raise NotAllowed(f"{principal.name} is an {principal.role} and may not submit requests")
@@ -228,6 +235,8 @@ class Service:
             approvers=governance.approvers,
             quorum=governance.quorum,
             allow_self_approval=governance.allow_self_approval,
+            started_by=started_by,
+            starter_may_approve=governance.starter_may_approve,
             policy_note=verdict.explain() if verdict is not None else None,
             preview=preview,
             settled=settled,
@@ -306,6 +315,7 @@ class Service:
                 requested_by=request.requested_by,
                 args=request.tool_args,
                 now=now,
+                started_by=request.started_by,
             ):
                 new = approved_by_grant(request, grant, now)
                 return new, _auto_audit(
@@ -375,17 +385,25 @@ class Service:
         return change.request
 
     async def decide(
-        self, request_id: str, decision: Decision | Mapping[str, Any], principal: Principal
+        self,
+        request_id: str,
+        decision: Decision | Mapping[str, Any],
+        principal: Principal,
+        *,
+        via: Channel = "person",
+        client: str | None = None,
     ) -> Request:
         """Record a decision: of concurrent deciders one wins, the rest get InvalidTransition.
 
         Every path that decides (HTTP, batch, resume, MCP elicitation, CLI) comes through
-        here, and an agent is refused before anything is read or written.
+        here, and an agent is refused before anything is read or written. ``via`` and
+        ``client`` record a decision made in an MCP client's prompt as such.
         """
         check_may_decide(principal)
         parsed = _parse_decision(decision)
         return await self._change(
-            request_id, lambda r, now: apply_decision(r, parsed, principal, now)
+            request_id,
+            lambda r, now: apply_decision(r, parsed, principal, now, via=via, client=client),
         )
 
     async def decide_many(

@@ -261,3 +261,16 @@ def test_invalid_expiry_and_pattern_keys_are_refused(text: str, words: str) -> N
     with pytest.raises(PolicyError) as caught:
         PolicyFile.parse(text, "/p/tools.toml")
     assert words in caught.value.message
+
+
+def test_starter_may_approve_defaults_true_and_rules_lie_over_governance() -> None:
+    """[governance] starter_may_approve sets it for every call; a rule's own key wins."""
+    assert Policy.from_toml("").evaluate("shell", {}).governance.starter_may_approve is True
+    policy = Policy.from_toml(
+        "[governance]\nstarter_may_approve = false\n"
+        '[[rules]]\ntool = "ls"\naction = "ask"\nstarter_may_approve = true\n'
+    )
+    assert policy.evaluate("shell", {}).governance.starter_may_approve is False
+    assert policy.evaluate("ls", {}).governance.starter_may_approve is True
+    with pytest.raises(PolicyError, match="starter_may_approve"):
+        PolicyFile.parse('[governance]\nstarter_may_approve = "no"\n')

@@ -415,9 +415,11 @@ async def test_new_requests_appear_and_decided_ones_leave_live(
 class RacedBackend(LocalBackend):
     """A person's backend where someone else decides a request just before each decision."""
 
-    async def decide(self, request_id: str, decision: Decision | Mapping[str, Any]) -> Request:
+    async def decide(
+        self, request_id: str, decision: Decision | Mapping[str, Any], **how: Any
+    ) -> Request:
         await self.service.decide(request_id, {"type": "reject", "reason": "mine"}, APPROVER)
-        return await super().decide(request_id, decision)
+        return await super().decide(request_id, decision, **how)
 
 
 async def test_a_conflicting_decision_is_shown_and_the_app_keeps_running(

@@ -25,7 +25,7 @@ from signoff.backends import Backend, LocalBackend
 from signoff.cli.backend import ServerOption, TokenOption
 from signoff.cli.context import DbOption, err_console, fail, local_principal, open_service, run
 from signoff.domain.policies import Policy, PolicyFile
-from signoff.domain.principals import Principal
+from signoff.domain.principals import DECIDER_ROLES, Principal
 from signoff.errors import PolicyError
 
 if TYPE_CHECKING:
@@ -112,6 +112,12 @@ async def _backends(
             yield agent, None
             return
         async with AsyncClient(server, approver_token) as person:
+            who = await person.me()
+            if who.role not in DECIDER_ROLES:
+                fail(
+                    f"--approver-token belongs to {who.name}, an {who.role}: answers given in "
+                    "the MCP client need an approver's or admin's token"
+                )
             yield agent, person
 
 
@@ -174,8 +180,10 @@ def mcp_proxy(
         str | None,
         typer.Option(
             "--approver-token",
-            help="With --server: the person's token that answers given in the MCP client "
-            "are recorded as (without it, the client is not asked).",
+            help="With --server: an approver's token, so that the MCP client may also ask "
+            "approve / reject and its answers decide (recorded via mcp-elicitation with the "
+            "client's name). Whoever controls the MCP client can then approve; without it, "
+            "only the inbox decides.",
             show_default=False,
         ),
     ] = None,

@@ -109,6 +109,7 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
     row("kind", request.kind)
     row("session", request.session_id)
     row("requested by", request.requested_by)
+    row("run started by", request.started_by)
     row("created", _when(request.created_at))
     row(
         "expires",
@@ -171,7 +172,9 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
         parts.append(
             Text(
                 visible(
-                    f"decision: {d.decision.type} by {d.decided_by} ({d.via}) "
+                    f"decision: {d.decision.type} by {d.decided_by} ({d.via}"
+                    + (f" in {d.client}" if d.client else "")
+                    + ") "
                     f"at {_when(d.decided_at)}: {said}",
                     multiline=False,
                 )

@@ -10,8 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model
 from signoff.domain.text import refuse_lone_surrogates
 
 __all__ = [
+    "PERSON_CHANNELS",
     "Answer",
     "Approve",
+    "Channel",
     "Choose",
     "Decision",
     "DecisionAdapter",
@@ -23,6 +25,9 @@ __all__ = [
 ]
 
 DecisionType: TypeAlias = Literal["approve", "reject", "respond", "choose", "answer"]
+Channel: TypeAlias = Literal["person", "mcp-elicitation"]
+"""How a person's decision reached signoff: directly, or through an MCP client's prompt."""
+PERSON_CHANNELS: tuple[Channel, ...] = ("person", "mcp-elicitation")
 Scope: TypeAlias = Literal["once", "session", "always"]
 
 _TEXT = 20_000
@@ -107,7 +112,15 @@ class DecisionRecord(_Model):
     """When."""
     seen_digest: str | None = None
     """Digest of the tool name and arguments the decider was shown (approval requests)."""
-    via: Literal["person", "grant", "policy", "expiry"] = "person"
-    """What made the decision."""
+    via: Literal["person", "mcp-elicitation", "grant", "policy", "expiry"] = "person"
+    """What made the decision: a person (``person``; ``mcp-elicitation`` when they answered
+    in an MCP client's own prompt, which the client's host controls), or no person."""
+    client: str | None = None
+    """For ``mcp-elicitation``: the MCP client's name, as the client itself reported it."""
     extra: dict[str, JsonValue] | None = None
     """What the decision resolved to, e.g. the chosen options as a list."""
+
+    @property
+    def by_person(self) -> bool:
+        """Whether a person made it (directly or through an MCP client), not a rule."""
+        return self.via in PERSON_CHANNELS

@@ -47,6 +47,8 @@ class Grant(BaseModel):
     """The session it covers (scope ``session``)."""
     requested_by: str
     """The requester it covers."""
+    started_by: str | None = None
+    """For a hosted run's call: the run's starter; it covers only runs that person started."""
     args_pattern: dict[str, str] | None = None
     """Argument globs a later call must match, strictly (``signoff.domain.patterns``): every
     argument named, ``*`` stopping at ``/``, paths normalized; None: any arguments."""
@@ -75,11 +77,12 @@ class Grant(BaseModel):
         requested_by: str,
         args: Mapping[str, object],
         now: datetime,
+        started_by: str | None = None,
     ) -> bool:
         """Whether this grant approves such a call now."""
         if not self.is_live(now) or tool_name != self.tool_name:
             return False
-        if requested_by != self.requested_by:
+        if requested_by != self.requested_by or started_by != self.started_by:
             return False
         if self.scope == "session" and session_id != self.session_id:
             return False

@@ -11,6 +11,9 @@ that has one) is consulted before the global ``$XDG_CONFIG_HOME/signoff/tools.to
     approvers = ["alice"]      # designated approvers; empty = any approver or admin
     quorum = 1                 # approvals needed
     allow_self_approval = false
+    starter_may_approve = true # a hosted run's starter may approve its calls; false (or
+                               # approvers without them, or quorum > 1): they count as
+                               # the requester
 
     [[rules]]                  # in order; the first match wins
     tool = "shell"             # glob on the tool name
@@ -91,12 +94,17 @@ class Governance(_Strict):
     """How many approvals it takes."""
     allow_self_approval: bool = False
     """Whether the requester may approve their own request."""
+    starter_may_approve: bool = True
+    """Whether the person who started a hosted run may approve the calls it files (unless
+    designated approvers leave them out or a quorum is set: then they count as the
+    requester)."""
 
 
 class _GovernanceTable(_Strict):
     approvers: list[str] | None = None
     quorum: int | None = Field(default=None, ge=1, le=20)
     allow_self_approval: bool | None = None
+    starter_may_approve: bool | None = None
 
     def over(self, base: Governance) -> Governance:
         return Governance(
@@ -106,6 +114,11 @@ class _GovernanceTable(_Strict):
                 self.allow_self_approval
                 if self.allow_self_approval is not None
                 else base.allow_self_approval
+            ),
+            starter_may_approve=(
+                self.starter_may_approve
+                if self.starter_may_approve is not None
+                else base.starter_may_approve
             ),
         )
 

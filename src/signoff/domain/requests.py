@@ -141,6 +141,12 @@ class _RequestBase(_Model):
     """How many approvals it takes."""
     allow_self_approval: bool = False
     """Whether the requester may approve their own request."""
+    started_by: str | None = None
+    """For a call a hosted run files: who started the run (set by the server, never by the
+    agent); the person in that run's loop."""
+    starter_may_approve: bool = True
+    """Governance: whether ``started_by`` may approve; false, designated approvers without
+    them, or a quorum make them count as the requester."""
     policy_note: str | None = None
     """Which policy file and rule sent this request where it is."""
     expiry_set_by: str | None = None

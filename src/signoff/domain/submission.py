@@ -196,6 +196,8 @@ def build_request(
     policy_note: str | None = None,
     preview: FilePreview | None = None,
     settled: Settled | None = None,
+    started_by: str | None = None,
+    starter_may_approve: bool = True,
 ) -> Request:
     """The pending request ``new`` describes, as submitted by ``requested_by`` at ``now``.
 
@@ -225,6 +227,8 @@ def build_request(
         "approvers": approvers,
         "quorum": quorum,
         "allow_self_approval": allow_self_approval,
+        "started_by": started_by,
+        "starter_may_approve": starter_may_approve,
         "policy_note": policy_note,
     }
     if new.kind == "approval":

@@ -18,6 +18,7 @@ from signoff.domain.audit import AuditDraft
 from signoff.domain.decisions import (
     Answer,
     Approve,
+    Channel,
     Choose,
     Decision,
     DecisionRecord,
@@ -44,6 +45,7 @@ from signoff.errors import (
 
 __all__ = [
     "GRANT_TTL",
+    "MAX_CLIENT_NAME",
     "Change",
     "apply_decision",
     "approved_by_grant",
@@ -54,7 +56,11 @@ __all__ = [
     "finish",
     "is_overdue",
     "seen_details",
+    "starter_may_approve",
 ]
+
+MAX_CLIENT_NAME = 200
+"""The longest MCP client name recorded with a decision."""
 
 GRANT_TTL: dict[str, timedelta] = {"session": timedelta(hours=12), "always": timedelta(days=30)}
 """How long a standing grant lasts unless revoked."""
@@ -113,6 +119,18 @@ def _require_pending(request: Request, now: datetime) -> None:
         raise InvalidTransition(f"request {request.id} has expired", status="expired")
 
 
+def starter_may_approve(request: Request) -> bool:
+    """Whether the person who started the hosted run that filed ``request`` may approve it.
+
+    They may by default (they are the human in that run's loop); they count as the requester
+    when governance says ``starter_may_approve = false``, names designated approvers without
+    them, or asks for a quorum.
+    """
+    if request.started_by is None or not request.starter_may_approve or request.quorum > 1:
+        return False
+    return not request.approvers or request.started_by in request.approvers
+
+
 def check_may_decide(principal: Principal) -> None:
     """Refuse anyone whose role may not decide (agents), whatever the request or path."""
     if principal.role not in DECIDER_ROLES:
@@ -123,8 +141,14 @@ def _check_decider(request: Request, decision: Decision, principal: Principal) -
     if request.approvers and principal.name not in request.approvers:
         raise NotAllowed(f"{principal.name} is not a designated approver of request {request.id}")
     approving = not isinstance(decision, Reject | Respond)
-    if approving and principal.name == request.requested_by and not request.allow_self_approval:
-        raise NotAllowed(f"{principal.name} may not approve their own request")
+    if approving and not request.allow_self_approval:
+        if principal.name == request.requested_by:
+            raise NotAllowed(f"{principal.name} may not approve their own request")
+        if principal.name == request.started_by and not starter_may_approve(request):
+            raise NotAllowed(
+                f"{principal.name} started the run that filed request {request.id}, and "
+                "policy counts them as its requester: another person must approve it"
+            )
 
 
 def _resolve_choice(request: ChoiceRequest, decision: Choose) -> list[str]:
@@ -159,11 +183,29 @@ def _check_answers(request: QuestionsRequest, decision: Answer) -> None:
             raise InvalidDecision(f"question {q.id!r} needs an answer")
 
 
+def _check_channel(via: Channel, client: str | None) -> None:
+    if client is not None and via != "mcp-elicitation":
+        raise InvalidDecision("client names the MCP client of an mcp-elicitation decision only")
+    if client is not None and not 1 <= len(client) <= MAX_CLIENT_NAME:
+        raise InvalidDecision(f"client must be 1 to {MAX_CLIENT_NAME} characters")
+
+
 def apply_decision(
-    request: Request, decision: Decision, principal: Principal, now: datetime
+    request: Request,
+    decision: Decision,
+    principal: Principal,
+    now: datetime,
+    *,
+    via: Channel = "person",
+    client: str | None = None,
 ) -> Change:
-    """Record ``decision`` by ``principal``: a final decision, or one quorum vote."""
+    """Record ``decision`` by ``principal``: a final decision, or one quorum vote.
+
+    ``via`` says how it reached signoff: ``mcp-elicitation`` (with the MCP ``client``'s
+    self-reported name) when the person answered in an MCP client's own prompt.
+    """
     check_may_decide(principal)  # first: an agent learns nothing about the request's state
+    _check_channel(via, client)
     _require_pending(request, now)
     if decision.type not in request.allowed_decisions:
         raise InvalidDecision(
@@ -178,8 +220,13 @@ def apply_decision(
         decided_by=principal.name,
         decided_at=now,
         seen_digest=seen_digest if isinstance(seen_digest, str) else None,
+        via=via,
+        client=client,
     )
     details: dict[str, JsonValue] = {"seen": seen, "decision": decision.model_dump(mode="json")}
+    if via != "person":
+        details["via"] = via
+        details["client"] = client
     if isinstance(decision, Approve):
         return _approve(request, decision, record, principal, now, details)
     if isinstance(decision, Reject | Respond):
@@ -248,6 +295,7 @@ def _approve(
             tool_name=request.tool_name,
             session_id=request.session_id if decision.scope == "session" else None,
             requested_by=request.requested_by,
+            started_by=request.started_by,
             args_pattern=decision.args_pattern,
             created_by=principal.name,
             created_at=now,

@@ -18,8 +18,11 @@ rejection comes back as a tool error carrying the reason; nothing is forwarded.
 The call is held for at most ``hold`` seconds (see :mod:`signoff.integrations.mcp`); a
 client that declares form elicitation is also asked approve / reject directly, as the
 approving principal ``approver``, and whichever of the inbox and the client answers first
-wins. On the 2025 protocol the question goes to the client mid-call; on 2026-07-28 the
-call returns ``input_required`` at once and the client's retry carries the answer.
+wins. Such an answer is recorded ``via="mcp-elicitation"`` with the client's self-reported
+name: whoever controls the MCP client (its host app, and so possibly the model's own
+harness) can give it, so it is on the record as exactly that, not as the person's inbox.
+On the 2025 protocol the question goes to the client mid-call; on 2026-07-28 the call
+returns ``input_required`` at once and the client's retry carries the answer.
 
 If the child exits, the call in flight gets a clear error (a claimed call is reported
 failed and never run again) and the child is started again.
@@ -65,6 +68,7 @@ from signoff.domain.decisions import Approve, Reject
 from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.submission import NewRequest
+from signoff.domain.transitions import MAX_CLIENT_NAME
 from signoff.errors import CallerError, InvalidTransition, NotAllowed, RequestNotFound
 from signoff.integrations.outcomes import denial, edit_note
 
@@ -231,7 +235,8 @@ class McpProxy:
         self.policy = policy
         self.session_id = session_id
         self.approver = approver
-        """Who decides when the person answers in the MCP client (None: never asked there)."""
+        """Who decides when the person answers in the MCP client (None: never asked there);
+        those decisions are recorded ``via="mcp-elicitation"`` with the client's name."""
         self.hold = clamp_hold(hold)
         self.server_name = server_name
         self._seal_key = secrets.token_bytes(32)
@@ -397,7 +402,7 @@ class McpProxy:
             raise MCPError(types.INVALID_PARAMS, "requestState belongs to another call")
         answer = (params.input_responses or {}).get(ELICIT_KEY)
         if request.status == "pending" and isinstance(answer, types.ElicitResult):
-            request = await self._apply(request, answer)
+            request = await self._apply(request, answer, _client_name(ctx))
         if request.status == "pending":
             request = _approval(await self.backend.wait(request.id, self.hold))
         return await self._outcome(request)
@@ -430,7 +435,7 @@ class McpProxy:
             except Exception as exc:  # the client could not ask: the inbox still can
                 print(f"signoff mcp-proxy: elicitation failed: {exc}", file=sys.stderr)
             else:
-                request = await self._apply(request, answer)
+                request = await self._apply(request, answer, _client_name(ctx))
                 if request.status != "pending":
                     return request
             return _approval(await waited)
@@ -441,8 +446,13 @@ class McpProxy:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
 
-    async def _apply(self, request: ApprovalRequest, answer: types.ElicitResult) -> ApprovalRequest:
-        """Decide as the approver from the client's answer; the earlier decision stands."""
+    async def _apply(
+        self, request: ApprovalRequest, answer: types.ElicitResult, client: str | None
+    ) -> ApprovalRequest:
+        """Decide as the approver from the client's answer, recorded as made in ``client``.
+
+        The earlier decision stands.
+        """
         assert self.approver is not None
         content = answer.content or {}
         if answer.action == "cancel":
@@ -453,7 +463,10 @@ class McpProxy:
         else:
             decision = Reject(reason=reason or "declined in the MCP client")
         try:
-            return _approval(await self.approver.decide(request.id, decision))
+            decided = await self.approver.decide(
+                request.id, decision, via="mcp-elicitation", client=client
+            )
+            return _approval(decided)
         except (InvalidTransition, NotAllowed) as exc:
             print(f"signoff mcp-proxy: {request.id}: {exc.message}", file=sys.stderr)
             return _approval(await self.backend.get(request.id))
@@ -516,6 +529,13 @@ class McpProxy:
                 f"again, or {AWAIT_TOOL} with the request id",
             )
         return request_id
+
+
+def _client_name(ctx: ServerRequestContext[Any]) -> str | None:
+    """The MCP client's name from its handshake (or the request envelope), if it gave one."""
+    params = ctx.session.client_params
+    name = params.client_info.name.strip() if params is not None else ""
+    return name[:MAX_CLIENT_NAME] or None
 
 
 def _approval(request: Request) -> ApprovalRequest:

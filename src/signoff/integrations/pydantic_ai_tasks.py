@@ -165,9 +165,12 @@ class TaskRunner:
 
     def _gate(self, task: Task) -> SignoffGate:
         return SignoffGate(
-            LocalBackend(self.service, self.principal(task.agent)),
-            session_id=task.session_id, mode="defer", policy=self.policy,
-        )  # fmt: skip
+            self._backend(task), session_id=task.session_id, mode="defer", policy=self.policy
+        )
+
+    def _backend(self, task: Task) -> LocalBackend:
+        """The hosted agent, filing requests that record who started its run."""
+        return LocalBackend(self.service, self.principal(task.agent), started_by=task.user)
 
     async def _save(self, task: Task, old: Task | None) -> Task:
         now = self.service.clock()
@@ -329,7 +332,7 @@ class TaskRunner:
         decisions = [_decision_item(p, r) for p, r in zip(task.pending, requests, strict=True)]
         history = (*task.history, *decisions)
         rejected_by_people = any(
-            r.status == "rejected" and r.decision is not None and r.decision.via == "person"
+            r.status == "rejected" and r.decision is not None and r.decision.by_person
             for r in requests
         )
         if rejected_by_people and all(r.status != "approved" for r in requests):
@@ -352,7 +355,7 @@ class TaskRunner:
             for p in task.pending
         ]
         deferred = DeferredToolRequests(approvals=calls)
-        backend = LocalBackend(self.service, self.principal(task.agent))
+        backend = self._backend(task)
         try:
             results = await decided_results(
                 deferred, list(zip(calls, requests, strict=True)), backend, agent=agent
@@ -400,7 +403,7 @@ class TaskRunner:
         all_messages = result.all_messages()
         history = (*task.history, *_items(all_messages[before:], now))
         if isinstance(result.output, DeferredToolRequests):
-            backend = LocalBackend(self.service, self.principal(task.agent))
+            backend = self._backend(task)
             try:
                 _, asked = await file_deferred(
                     result.output, backend, session_id=task.session_id, messages=all_messages,

@@ -11,12 +11,12 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Respons
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from signoff.domain.decisions import Decision, DecisionAdapter
+from signoff.domain.decisions import Channel, Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul, refuse_lone_surrogates
-from signoff.domain.transitions import check_may_decide
+from signoff.domain.transitions import MAX_CLIENT_NAME, check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.preview_root import PreviewRoot
@@ -143,12 +143,21 @@ def api_router() -> APIRouter:
 
     @router.post("/requests/{request_id}/decision")
     async def decide(
-        request_id: str, body: Decision, service: ServiceDep, caller: Caller
+        request_id: str,
+        body: Decision,
+        service: ServiceDep,
+        caller: Caller,
+        via: Channel = "person",
+        client: Annotated[str | None, Query(max_length=MAX_CLIENT_NAME)] = None,
     ) -> dict[str, Any]:
-        """Decide a pending request; 403 for an agent, whatever the id."""
+        """Decide a pending request; 403 for an agent, whatever the id.
+
+        ``?via=mcp-elicitation&client=NAME`` records that the person answered in an MCP
+        client's prompt (as ``signoff mcp-proxy --approver-token`` does).
+        """
         check_may_decide(caller)
         await service.get(request_id, caller)
-        return _dump(await service.decide(request_id, body, caller))
+        return _dump(await service.decide(request_id, body, caller, via=via, client=client))
 
     @router.post("/decisions")
     async def decide_many(

@@ -72,7 +72,8 @@ function describe(req) {
 function decisionSummary(d) {
   const x = d.decision;
   const bits = [`${x.type} by ${d.decided_by}`];
-  if (d.via !== "person") bits.push(`(via ${d.via})`);
+  if (d.via === "mcp-elicitation") bits.push(`(in the MCP client ${d.client || "(unnamed)"})`);
+  else if (d.via !== "person") bits.push(`(via ${d.via})`);
   if (x.scope && x.scope !== "once") bits.push(`scope ${x.scope}`);
   if (x.reason) bits.push(`reason: ${x.reason}`);
   if (x.feedback) bits.push(`feedback: ${x.feedback}`);
@@ -129,7 +130,7 @@ export function requestCard(req, opts = {}) {
       statusBadge(r),
       countdown(r),
       h("span", { class: "meta" },
-        `${r.requested_by} · session ${r.session_id} · `,
+        `${r.requested_by}${r.started_by ? ` (run started by ${r.started_by})` : ""} · session ${r.session_id} · `,
         h("time", { datetime: r.created_at, title: when(r.created_at) }, ago(r.created_at))));
     el.append(head, ...describe(r));
     if (r.status === "pending") el.append(controls(r, el, opts));
