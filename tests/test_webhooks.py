@@ -20,8 +20,10 @@ from tests.serving import Receiver
 
 @pytest.fixture
 async def dispatcher(service: Service) -> AsyncIterator[WebhookDispatcher]:
-    """A dispatcher polling every 20 ms."""
-    running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
+    """A dispatcher polling every 20 ms, sending to the receiver on 127.0.0.1."""
+    running = WebhookDispatcher(
+        service, base_url="http://signoff.example", poll=0.02, allow_private=True
+    )
     await running.start()
     yield running
     await running.stop()
@@ -41,7 +43,9 @@ async def test_every_event_arrives_signed(
     service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
 ) -> None:
     """A submit and a decision each arrive as a POST whose HMAC signature verifies."""
-    hook = await add_webhook(service, ADMIN, receiver.url, secret="s3cret-value")
+    hook = await add_webhook(
+        service, ADMIN, receiver.url, secret="s3cret-value", allow_private=True
+    )
     request = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
     await service.decide(request.id, {"type": "approve"}, APPROVER)
     for _ in range(500):
@@ -51,9 +55,18 @@ async def test_every_event_arrives_signed(
     assert [json.loads(body)["type"] for _, body in receiver.received] == ["created", "decided"]
     headers, body = receiver.received[0]
     now = int(service.clock().timestamp())
-    assert verify_signature(hook.secret, headers["x-signoff-signature"], body, now=now)
-    assert not verify_signature("wrong", headers["x-signoff-signature"], body, now=now)
-    assert not verify_signature(hook.secret, headers["x-signoff-signature"], body + b" ", now=now)
+    signature, delivery_id = headers["x-signoff-signature"], headers["x-signoff-delivery"]
+
+    def verifies(secret: str, body: bytes, delivery_id: str, event_type: str) -> bool:
+        return verify_signature(
+            secret, signature, body, delivery_id=delivery_id, event_type=event_type, now=now
+        )
+
+    assert verifies(hook.secret, body, delivery_id, "created")
+    assert not verifies("wrong", body, delivery_id, "created")
+    assert not verifies(hook.secret, body + b" ", delivery_id, "created")
+    assert not verifies(hook.secret, body, delivery_id + "x", "created")
+    assert not verifies(hook.secret, body, delivery_id, "decided")
     assert headers["x-signoff-event"] == "created"
     for _ in range(500):  # the receiver answers before the outcome is recorded
         log = await service.store.list_deliveries(status="delivered")
@@ -68,7 +81,7 @@ async def test_failures_are_retried_with_backoff(
 ) -> None:
     """Two 500s are retried after 2 s and 4 s; the third attempt delivers."""
     receiver.fail_next = 2
-    await add_webhook(service, ADMIN, receiver.url)
+    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
     first = await delivery_in(service, "pending")
     for _ in range(200):
@@ -93,7 +106,7 @@ async def test_gives_up_then_redelivers_by_hand(
 ) -> None:
     """After MAX_ATTEMPTS failures a delivery is failed; redeliver sends it again."""
     receiver.fail_next = MAX_ATTEMPTS
-    await add_webhook(service, ADMIN, receiver.url)
+    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
     for _ in range(MAX_ATTEMPTS):
         clock.advance(3600)
@@ -102,7 +115,7 @@ async def test_gives_up_then_redelivers_by_hand(
     assert failed.attempts == MAX_ATTEMPTS and receiver.received == []
     with pytest.raises(NotAllowed):
         await redeliver(service, APPROVER, failed.id)
-    again = await redeliver(service, ADMIN, failed.id)
+    again = await redeliver(service, ADMIN, failed.id, allow_private=True)
     assert again.status == "delivered" and len(receiver.received) == 1
 
 
@@ -110,7 +123,7 @@ async def test_slack_format_links_and_escapes(
     service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
 ) -> None:
     """Slack messages link to the request and escape agent text."""
-    await add_webhook(service, ADMIN, receiver.url, fmt="slack")
+    await add_webhook(service, ADMIN, receiver.url, fmt="slack", allow_private=True)
     request = (
         await service.submit(
             {"session_id": "s", "tool_name": "t", "tool_args": {"x": "<img src=x>"}}, AGENT
@@ -128,7 +141,7 @@ async def test_only_admins_manage_webhooks(service: Service, receiver: Receiver)
         await add_webhook(service, APPROVER, receiver.url)
     with pytest.raises(InvalidRequest):
         await add_webhook(service, ADMIN, "ftp://example.com")
-    hook = await add_webhook(service, ADMIN, receiver.url)
+    hook = await add_webhook(service, ADMIN, receiver.url, allow_private=True)
     removed = await remove_webhook(service, ADMIN, hook.id)
     assert removed.active is False
     with pytest.raises(InvalidRequest):
@@ -140,7 +153,7 @@ async def test_the_dispatcher_outlives_a_store_outage(
 ) -> None:
     """StoreUnavailable while queuing and sending: it waits, goes on, and still delivers."""
     monkeypatch.setattr(webhooks, "_STORE_RETRY", 0.01)
-    await add_webhook(service, ADMIN, receiver.url)
+    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
     failures = {"list_webhooks": 2, "due_deliveries": 2}
 
     def flaky(name: str) -> Any:
@@ -156,7 +169,9 @@ async def test_the_dispatcher_outlives_a_store_outage(
 
     for name in failures:
         monkeypatch.setattr(service.store, name, flaky(name))
-    running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
+    running = WebhookDispatcher(
+        service, base_url="http://signoff.example", poll=0.02, allow_private=True
+    )
     await running.start()
     try:
         await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
@@ -168,3 +183,36 @@ async def test_the_dispatcher_outlives_a_store_outage(
         await running.stop()
     assert failures == {"list_webhooks": 0, "due_deliveries": 0}
     assert [json.loads(body)["type"] for _, body in receiver.received] == ["created"]
+
+
+async def test_private_targets_are_refused_unless_allowed(service: Service) -> None:
+    """Loopback, metadata and private URLs (and names resolving there) are refused by default."""
+    for url in ("http://127.0.0.1:9/hook", "http://169.254.169.254/", "http://localhost/"):
+        with pytest.raises(InvalidRequest, match="allow-private-webhooks"):
+            await add_webhook(service, ADMIN, url)
+    with pytest.raises(InvalidRequest, match="does not resolve"):
+        await add_webhook(service, ADMIN, "http://no-such-host.invalid/hook")
+    assert await service.store.list_webhooks() == []
+    hook = await add_webhook(service, ADMIN, "http://127.0.0.1:9/hook", allow_private=True)
+    assert hook.url == "http://127.0.0.1:9/hook"
+
+
+async def test_a_private_target_is_refused_again_when_sending(
+    service: Service, receiver: Receiver
+) -> None:
+    """A webhook that points at a private address by send time is not sent to: the check repeats."""
+    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
+    running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
+    await running.start()
+    try:
+        await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+        for _ in range(500):
+            tried = [d for d in await service.store.list_deliveries() if d.attempts]
+            if tried:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await running.stop()
+    assert tried[0].last_error is not None and tried[0].last_error.startswith("refused: ")
+    assert "loopback" in tried[0].last_error
+    assert receiver.received == []

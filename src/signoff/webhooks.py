@@ -3,16 +3,26 @@
 Runs inside ``signoff serve``. Each event becomes one :class:`Delivery` per active
 webhook, stored before it is sent, so a delivery that fails (or a server that stops) is
 retried later from the log; ``signoff webhooks redeliver`` sends one again by hand.
+
+Targets are public addresses only, unless the operator allows private ones
+(``signoff serve --allow-private-webhooks``): otherwise an admin's webhook (or a stolen
+admin token's) could make the server POST to its own loopback services, the cloud metadata
+endpoint or the internal network. The URL is checked when it is added and again before
+every send, since what a name resolves to can change; the send goes to the address that was
+checked, so a name that resolves differently a moment later (DNS rebinding) changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import secrets
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -24,6 +34,7 @@ from signoff.domain.webhooks import (
     Delivery,
     Webhook,
     WebhookFormat,
+    address_refusal,
     backoff,
     new_delivery_id,
     new_webhook_id,
@@ -44,6 +55,7 @@ __all__ = [
     "WebhookDispatcher",
     "add_webhook",
     "attempt_delivery",
+    "check_target",
     "redeliver",
     "remove_webhook",
     "render_body",
@@ -99,14 +111,74 @@ async def _event(service: Service, seq: int) -> Event | None:
     return found[0] if found and found[0].seq == seq else None
 
 
+async def check_target(url: str, *, allow_private: bool) -> str | None:
+    """The checked address to send ``url``'s POSTs to; None when private targets are allowed.
+
+    InvalidRequest when the URL is not http(s), its host does not resolve, or it is (or
+    resolves to, on any of its addresses) a non-public address.
+    """
+    parts = urlsplit(url)
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidRequest("a webhook URL must be http:// or https:// with a host")
+    if allow_private:
+        return None
+    try:
+        addresses = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        try:
+            found = await asyncio.get_running_loop().getaddrinfo(
+                host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
+            )
+        except (OSError, UnicodeError) as exc:
+            raise InvalidRequest(f"webhook host {host!r} does not resolve ({exc})") from None
+        addresses = [str(info[4][0]) for info in found]
+    if not addresses:
+        raise InvalidRequest(f"webhook host {host!r} does not resolve")
+    for address in addresses:
+        refusal = address_refusal(address)
+        if refusal is not None:
+            where = host if host == address else f"{host} ({address})"
+            raise InvalidRequest(
+                f"webhook target {where} is a {refusal} address; only public addresses are "
+                "allowed unless the server runs with --allow-private-webhooks"
+            )
+    return addresses[0]
+
+
+async def _post(
+    http: httpx.AsyncClient, url: str, address: str | None, body: bytes, headers: dict[str, str]
+) -> httpx.Response:
+    """POST to ``url``, connecting to ``address`` (the one checked) when given."""
+    if address is None:
+        return await http.post(url, content=body, headers=headers)
+    target = httpx.URL(url)
+    # the checked address in the URL, the name in Host and in TLS (SNI and certificate check)
+    extensions = {"sni_hostname": target.host} if target.scheme == "https" else None
+    return await http.post(
+        target.copy_with(host=address),
+        content=body,
+        headers={**headers, "Host": target.netloc.decode("ascii")},
+        extensions=extensions,
+    )
+
+
 async def attempt_delivery(
     service: Service,
     delivery: Delivery,
     http: httpx.AsyncClient,
     *,
     base_url: str | None,
+    allow_private: bool = False,
 ) -> Delivery:
-    """POST one delivery once and record the outcome (delivered, retry later, or failed)."""
+    """POST one delivery once and record the outcome (delivered, retry later, or failed).
+
+    The target is checked first (see :func:`check_target`); a refused one is recorded as
+    this attempt's error.
+    """
     webhooks = {w.id: w for w in await service.store.list_webhooks()}
     webhook = webhooks.get(delivery.webhook_id)
     event = await _event(service, delivery.event_seq)
@@ -118,18 +190,24 @@ async def attempt_delivery(
     else:
         body = render_body(event, webhook.format, base_url)
         timestamp = int(now.timestamp())
+        signature = sign(
+            webhook.secret, timestamp, body, delivery_id=delivery.id, event_type=event.type
+        )
         headers = {
             "Content-Type": "application/json",
-            "X-Signoff-Signature": sign(webhook.secret, timestamp, body),
+            "X-Signoff-Signature": signature,
             "X-Signoff-Event": event.type,
             "X-Signoff-Delivery": delivery.id,
             "User-Agent": "signoff-webhooks",
         }
         try:
-            response = await http.post(webhook.url, content=body, headers=headers)
+            address = await check_target(webhook.url, allow_private=allow_private)
+            response = await _post(http, webhook.url, address, body, headers)
             status_code = response.status_code
             if not 200 <= status_code < 300:
                 error = f"HTTP {status_code}"
+        except InvalidRequest as exc:
+            error = f"refused: {exc.message}"[:300]
         except httpx.HTTPError as exc:
             error = f"{type(exc).__name__}: {exc}"[:300]
     attempts = delivery.attempts + 1
@@ -168,9 +246,11 @@ class WebhookDispatcher:
         base_url: str | None = None,
         http: httpx.AsyncClient | None = None,
         poll: float = 0.5,
+        allow_private: bool = False,
     ) -> None:
         self.service = service
         self.base_url = base_url
+        self.allow_private = allow_private
         self._http = http or httpx.AsyncClient(timeout=_TIMEOUT)
         self._owns_http = http is None
         self._poll = poll
@@ -247,7 +327,11 @@ class WebhookDispatcher:
             for delivery in due:
                 try:
                     await attempt_delivery(
-                        self.service, delivery, self._http, base_url=self.base_url
+                        self.service,
+                        delivery,
+                        self._http,
+                        base_url=self.base_url,
+                        allow_private=self.allow_private,
                     )
                 except SignoffError:
                     continue  # recorded on the next pass; the store may be briefly busy
@@ -269,11 +353,16 @@ async def add_webhook(
     *,
     secret: str | None = None,
     fmt: WebhookFormat = "json",
+    allow_private: bool = False,
 ) -> Webhook:
-    """Register an endpoint; a secret is generated when none is given."""
+    """Register an endpoint; a secret is generated when none is given.
+
+    Its URL must name a public address unless ``allow_private`` (see :func:`check_target`).
+    """
     _admin(principal)
     if not url.startswith(("http://", "https://")) or len(url) > 2000:
         raise InvalidRequest("a webhook URL must start with http:// or https://")
+    await check_target(url, allow_private=allow_private)
     now = service.clock()
     webhook = Webhook(
         id=new_webhook_id(),
@@ -305,6 +394,7 @@ async def redeliver(
     *,
     base_url: str | None = None,
     http: httpx.AsyncClient | None = None,
+    allow_private: bool = False,
 ) -> Delivery:
     """Send one delivery again now, whatever its state, and record the outcome."""
     _admin(principal)
@@ -315,6 +405,10 @@ async def redeliver(
         raise InvalidTransition(f"delivery {delivery_id} has not been tried yet")
     fresh = delivery.model_copy(update={"status": "pending", "attempts": 0})
     if http is not None:
-        return await attempt_delivery(service, fresh, http, base_url=base_url)
+        return await attempt_delivery(
+            service, fresh, http, base_url=base_url, allow_private=allow_private
+        )
     async with httpx.AsyncClient(timeout=_TIMEOUT) as client:
-        return await attempt_delivery(service, fresh, client, base_url=base_url)
+        return await attempt_delivery(
+            service, fresh, client, base_url=base_url, allow_private=allow_private
+        )

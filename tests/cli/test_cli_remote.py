@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
-from tests.serving import Receiver, Server
+import pytest
+
+from tests.serving import Receiver, Server, free_port, start_server
 
 
 def remote(server: Server, token: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -16,6 +21,17 @@ def remote(server: Server, token: str, *args: str) -> subprocess.CompletedProces
         [sys.executable, "-m", "signoff", *args, "--server", server.base, "--token", token],
         capture_output=True, text=True, env=server.env, timeout=60, check=False,
     )  # fmt: skip
+
+
+@pytest.fixture
+def hooks_server(tmp_path: Path) -> Iterator[Server]:
+    """A server that may send webhooks to the test's receiver on 127.0.0.1."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    db = f"sqlite:///{tmp_path / 'serve.db'}"
+    running = start_server(db, free_port(), env, "--allow-private-webhooks")
+    yield running
+    if running.process.poll() is None:
+        running.stop()
 
 
 def test_commands_work_over_http(server: Server) -> None:
@@ -90,8 +106,9 @@ def test_target_errors_are_one_line(server: Server) -> None:
     assert bad.returncode == 3 and "token" in bad.stderr
 
 
-async def test_webhooks_from_the_cli(server: Server, receiver: Receiver) -> None:
+async def test_webhooks_from_the_cli(hooks_server: Server, receiver: Receiver) -> None:
     """webhooks add / deliveries / redeliver / remove, against a running server."""
+    server = hooks_server
     admin = server.admin_token
     assert admin is not None
 

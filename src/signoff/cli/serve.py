@@ -143,6 +143,14 @@ def serve(
             "database, leave it on for exactly one).",
         ),
     ] = True,
+    allow_private_webhooks: Annotated[
+        bool,
+        typer.Option(
+            "--allow-private-webhooks",
+            help="Let webhooks target loopback, private, link-local and other non-public "
+            "addresses (refused by default: an admin token could reach internal services).",
+        ),
+    ] = False,
     agent: Annotated[
         list[str] | None,
         typer.Option(
@@ -217,6 +225,7 @@ def serve(
                 preview_root=root,
                 public_url=base,
                 webhooks=webhooks,
+                allow_private_webhooks=allow_private_webhooks,
                 body_timeout=body_timeout,
                 session_key=secret.key,
                 secure_cookies=secure_cookies,

@@ -1,14 +1,20 @@
 """Webhooks: endpoints that receive every event as a signed POST, and their delivery log.
 
-The signature header is ``X-Signoff-Signature: t=<unix seconds>,v1=<hex>`` where the hex is
-HMAC-SHA256 with the endpoint's secret over ``"<t>.<body>"``, so a receiver can check
-both who sent it and that it is fresh (:func:`verify_signature`).
+The signature header is ``X-Signoff-Signature: t=<unix seconds>,v2=<hex>`` where the hex is
+HMAC-SHA256 with the endpoint's secret over ``"<t>.<delivery id>.<event type>.<body>"``, so
+a receiver can check who sent it, that it is fresh, and that neither the
+``X-Signoff-Delivery`` id (which it drops repeats by) nor the ``X-Signoff-Event`` type was
+changed on the way (:func:`verify_signature`).
+
+Webhooks go only to public addresses unless the operator allows private ones
+(:func:`address_refusal` says why an address is refused).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from datetime import datetime, timedelta
 from typing import Literal, TypeAlias
@@ -21,6 +27,7 @@ __all__ = [
     "DeliveryStatus",
     "Webhook",
     "WebhookFormat",
+    "address_refusal",
     "backoff",
     "new_delivery_id",
     "new_webhook_id",
@@ -50,16 +57,27 @@ def new_delivery_id() -> str:
     return "dlv_" + secrets.token_urlsafe(12)
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """The ``X-Signoff-Signature`` value for ``body`` sent at ``timestamp``."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
-    return f"t={timestamp},v1={mac.hexdigest()}"
+def sign(secret: str, timestamp: int, body: bytes, *, delivery_id: str, event_type: str) -> str:
+    """The ``X-Signoff-Signature`` value for one delivery of ``body`` sent at ``timestamp``."""
+    signed = f"{timestamp}.{delivery_id}.{event_type}.".encode() + body
+    mac = hmac.new(secret.encode(), signed, hashlib.sha256)
+    return f"t={timestamp},v2={mac.hexdigest()}"
 
 
 def verify_signature(
-    secret: str, header: str, body: bytes, *, now: int, tolerance: int = 300
+    secret: str,
+    header: str,
+    body: bytes,
+    *,
+    delivery_id: str,
+    event_type: str,
+    now: int,
+    tolerance: int = 300,
 ) -> bool:
-    """Whether ``header`` signs ``body`` with ``secret`` within ``tolerance`` seconds of now."""
+    """Whether ``header`` signs this delivery (``X-Signoff-Delivery``, ``X-Signoff-Event``
+    and ``body``) with ``secret``, within ``tolerance`` seconds of ``now``."""
+    if "." in delivery_id or "." in event_type:
+        return False  # the fields are joined by dots: no other split may sign the same bytes
     try:
         fields = dict(part.split("=", 1) for part in header.split(","))
         timestamp = int(fields["t"])
@@ -67,8 +85,44 @@ def verify_signature(
         return False
     if abs(now - timestamp) > tolerance:
         return False
-    expected = sign(secret, timestamp, body).split("v1=", 1)[1]
-    return hmac.compare_digest(expected, fields.get("v1", ""))
+    expected = sign(secret, timestamp, body, delivery_id=delivery_id, event_type=event_type)
+    return hmac.compare_digest(expected.split("v2=", 1)[1], fields.get("v2", ""))
+
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+def address_refusal(address: str) -> str | None:
+    """Why a webhook may not be sent to this IP address, or None if it is a public one.
+
+    Refused: loopback, private (including unique-local ``fc00::/7`` and shared
+    ``100.64.0.0/10``), link-local (``169.254.0.0/16``, cloud metadata), multicast,
+    unspecified (``0.0.0.0``, ``::``) and reserved addresses, and IPv6 forms that carry an
+    IPv4 address (mapped ``::ffff:a.b.c.d``, 6to4, NAT64) judged by that address.
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return "malformed"
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and ip in _NAT64:
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            return address_refusal(str(embedded))
+    for kind, flag in (
+        ("unspecified", ip.is_unspecified),
+        ("loopback", ip.is_loopback),
+        ("link-local", ip.is_link_local),
+        ("multicast", ip.is_multicast),
+        ("private", ip.is_private),
+        ("reserved", ip.is_reserved),
+    ):
+        if flag:
+            return kind
+    if not ip.is_global:
+        return "non-public"
+    return None
 
 
 class Webhook(BaseModel):

@@ -298,10 +298,16 @@ def api_router() -> APIRouter:
 
     @router.post("/webhooks", status_code=201)
     async def create_webhook(
-        body: WebhookBody, service: ServiceDep, caller: Caller
+        body: WebhookBody, request: Request, service: ServiceDep, caller: Caller
     ) -> dict[str, Any]:
-        """Add an endpoint that receives every event (admins); the secret is in this answer."""
-        webhook = await add_webhook(service, caller, body.url, secret=body.secret, fmt=body.format)
+        """Add an endpoint that receives every event (admins); the secret is in this answer.
+
+        422 for a loopback, private or link-local target unless private ones are allowed.
+        """
+        webhook = await add_webhook(
+            service, caller, body.url, secret=body.secret, fmt=body.format,
+            allow_private=request.app.state.allow_private_webhooks,
+        )  # fmt: skip
         return webhook.model_dump(mode="json")
 
     @router.get("/webhooks")
@@ -339,7 +345,10 @@ def api_router() -> APIRouter:
     ) -> dict[str, Any]:
         """Send one delivery again now (admins)."""
         public = getattr(request.app.state, "public_url", None)
-        delivery = await redeliver(service, caller, delivery_id, base_url=public)
+        delivery = await redeliver(
+            service, caller, delivery_id, base_url=public,
+            allow_private=request.app.state.allow_private_webhooks,
+        )  # fmt: skip
         return delivery.model_dump(mode="json")
 
     @router.get("/me")
@@ -357,6 +366,7 @@ def create_app(
     body_timeout: float | None = None,
     sweep: bool = True,
     webhooks: bool = True,
+    allow_private_webhooks: bool = False,
     heartbeat: float = 15.0,
     public_url: str | None = None,
     agents: Mapping[str, Any] | None = None,
@@ -368,7 +378,9 @@ def create_app(
     """The signoff ASGI app over an open ``service``.
 
     While it runs (its lifespan) it expires overdue requests (``sweep``) and delivers
-    events to webhooks; ``public_url`` is where links in webhook messages point.
+    events to webhooks; ``public_url`` is where links in webhook messages point. Webhooks
+    go to public addresses only, unless ``allow_private_webhooks`` (loopback, private,
+    link-local and the like allowed too).
     ``agents`` (name to pydantic-ai Agent) are hosted as durable tasks (needs pydantic-ai).
     Diff previews read files only inside ``preview_root``; without one, none at all.
     A request body must be whole within ``body_timeout`` seconds (None: no limit).
@@ -389,7 +401,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         # with several servers on one database, exactly one should send webhooks
-        dispatcher = WebhookDispatcher(service, base_url=public_url) if webhooks else None
+        dispatcher = (
+            WebhookDispatcher(service, base_url=public_url, allow_private=allow_private_webhooks)
+            if webhooks
+            else None
+        )
         if sweep:
             service.start_sweeper()
         if dispatcher is not None:
@@ -415,6 +431,7 @@ def create_app(
     install_error_handlers(app)
     app.state.heartbeat = heartbeat
     app.state.public_url = public_url
+    app.state.allow_private_webhooks = allow_private_webhooks
     app.include_router(api_router())
     app.include_router(events_router())
     app.state.tasks = runner
