@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +117,25 @@ async def test_an_inbox_session_stream_ends_when_its_token_is_revoked(server: Se
         done = await asyncio.to_thread(server.cli, "token", "revoke", token_id)
         assert done.returncode == 0, done.stderr
         assert await ws_close_code(ws, ENDS_WITHIN) == 4401
+
+
+async def test_signing_out_ends_the_inbox_session_stream(server: Server) -> None:
+    """Signing out of the inbox closes the WebSocket that session opened, with 4401."""
+    token, _ = create_token(server, "dana", "approver")
+    async with httpx.AsyncClient(base_url=server.base) as http:
+        signed_in = await http.post("/login", data={"token": token, "next": "/"})
+        cookie = "; ".join(c.split(";", 1)[0] for c in signed_in.headers.get_list("set-cookie"))
+        page = await http.get("/", headers={"Cookie": cookie})
+        found = re.search(r'name="csrf-token" content="([^"]+)"', page.text)
+        assert found is not None, page.text
+        ws_url = server.base.replace("http", "ws") + f"{API}/ws"
+        async with connect(ws_url, additional_headers={"Cookie": cookie}) as ws:
+            assert await ws_close_code(ws, 0.8) is None
+            out = await http.post(
+                "/logout", data={"csrf": found.group(1)}, headers={"Cookie": cookie}
+            )
+            assert out.status_code == 303, out.text
+            assert await ws_close_code(ws, ENDS_WITHIN) == 4401
 
 
 @pytest.fixture
