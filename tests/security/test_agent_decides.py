@@ -147,6 +147,7 @@ def test_the_cli_with_an_agent_token_exits_3_and_decides_nothing(server: Server)
         ["approve", mine["id"]],
         ["approve", mine["id"], "--scope", "always"],
         ["reject", mine["id"], "--reason", "x"],
+        ["approve", UNKNOWN],  # the same refusal: the CLI learns nothing about ids either
     ):
         done = subprocess.run(
             [sys.executable, "-m", "signoff", *args, *remote],
