@@ -24,6 +24,7 @@ from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
 from signoff.server.limits import BodyLimit, NoNulInUrl
+from signoff.server.links import links_from
 from signoff.server.tasks import tasks_router
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
@@ -103,7 +104,7 @@ def api_router() -> APIRouter:
     """The REST endpoints of the public contract."""
     router = APIRouter(prefix=API)
 
-    @router.post("/requests", status_code=201)
+    @router.post("/requests", status_code=201, responses=links_from(201, 200))
     async def submit(
         body: NewRequest,
         service: ServiceDep,
@@ -136,12 +137,12 @@ def api_router() -> APIRouter:
         page = await service.list_requests(query, caller)
         return {"items": [_dump(r) for r in page.items], "next_cursor": page.next_cursor}
 
-    @router.get("/requests/{request_id}")
+    @router.get("/requests/{request_id}", responses=links_from(200))
     async def get_request(request_id: str, service: ServiceDep, caller: Caller) -> dict[str, Any]:
         """One request; 404 when unknown or not visible to the caller."""
         return _dump(await service.get(request_id, caller))
 
-    @router.post("/requests/{request_id}/decision")
+    @router.post("/requests/{request_id}/decision", responses=links_from(200))
     async def decide(
         request_id: str,
         body: Decision,
@@ -184,7 +185,7 @@ def api_router() -> APIRouter:
                 )
         return {"results": results}
 
-    @router.get("/requests/{request_id}/wait")
+    @router.get("/requests/{request_id}/wait", responses=links_from(200))
     async def wait(
         request_id: str,
         service: ServiceDep,
@@ -194,7 +195,7 @@ def api_router() -> APIRouter:
         """Long poll: returns once the request is no longer pending, or after ``timeout``."""
         return _dump(await service.wait(request_id, timeout, caller))
 
-    @router.post("/requests/{request_id}/claim")
+    @router.post("/requests/{request_id}/claim", responses=links_from(200))
     async def claim(
         request_id: str, body: ClaimBody, service: ServiceDep, caller: Caller
     ) -> dict[str, Any]:
@@ -202,7 +203,7 @@ def api_router() -> APIRouter:
         await service.get(request_id, caller)
         return _dump(await service.claim(request_id, body.args, caller))
 
-    @router.post("/requests/{request_id}/result")
+    @router.post("/requests/{request_id}/result", responses=links_from(200))
     async def result(
         request_id: str, body: ResultBody, service: ServiceDep, caller: Caller
     ) -> dict[str, Any]:
@@ -212,7 +213,7 @@ def api_router() -> APIRouter:
             return _dump(await service.complete(request_id, caller, body.result))
         return _dump(await service.fail(request_id, caller, body.error or "failed"))
 
-    @router.post("/requests/{request_id}/cancel")
+    @router.post("/requests/{request_id}/cancel", responses=links_from(200))
     async def cancel(
         request_id: str,
         service: ServiceDep,
