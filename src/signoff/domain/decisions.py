@@ -7,7 +7,7 @@ from typing import Annotated, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
 
-from signoff.domain.text import refuse_lone_surrogates
+from signoff.domain.text import refuse_unstorable
 
 __all__ = [
     "PERSON_CHANNELS",
@@ -39,7 +39,7 @@ class _Model(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _encodable(cls, data: object) -> object:
-        return refuse_lone_surrogates(data)
+        return refuse_unstorable(data)
 
 
 class Approve(_Model):

@@ -29,7 +29,7 @@ from signoff.domain.requests import (
     new_request_id,
 )
 from signoff.domain.terms import Settled, Terms, settle
-from signoff.domain.text import check_name, refuse_lone_surrogates
+from signoff.domain.text import check_name, refuse_unstorable
 
 __all__ = ["MAX_EXPIRES_IN", "NewRequest", "QuestionIn", "build_request", "rejected_record"]
 
@@ -98,7 +98,7 @@ class NewRequest(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _encodable(cls, data: object) -> object:
-        return refuse_lone_surrogates(data)
+        return refuse_unstorable(data)
 
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:

@@ -1,7 +1,9 @@
 """Text every store can keep: no NUL in names, ids and filters, no lone surrogates anywhere.
 
 A JSON body may carry ``"\\ud800"``: Python decodes it to a lone surrogate, which no UTF-8
-encoder accepts, so it would fail only when the record is written or sent back. A NUL
+encoder accepts, so it would fail only when the record is written or sent back. Python's
+JSON reader also takes ``NaN``, ``Infinity`` and ``1e999`` (read as infinity), which no JSON
+writer emits again: a body holding one is refused the same way. A NUL
 character is valid Unicode but PostgreSQL refuses it in a ``TEXT`` column, while SQLite keeps
 it: names, ids and filters, which stores keep in columns of their own, refuse it, on every
 store alike. Inside JSON values (tool arguments, context, results) a NUL is kept: records are
@@ -10,11 +12,20 @@ stored as JSON text, where it is the escape ``\\u0000``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from typing import Annotated, TypeAlias
 
 from pydantic import AfterValidator
 
-__all__ = ["MAX_ID_INT", "NoNul", "check_name", "lone_surrogate_in", "refuse_lone_surrogates"]
+__all__ = [
+    "MAX_ID_INT",
+    "NoNul",
+    "check_name",
+    "lone_surrogate_in",
+    "non_finite_in",
+    "refuse_unstorable",
+]
 
 MAX_ID_INT = 2**63 - 1
 """The largest integer a store's 64-bit columns (sequence numbers, timestamps) hold."""
@@ -48,15 +59,36 @@ def lone_surrogate_in(value: object, where: str = "") -> str | None:
     return None
 
 
-def refuse_lone_surrogates(data: object) -> object:
-    """A model's raw input unchanged, or ValueError naming the field that cannot be UTF-8.
+def non_finite_in(value: object, where: str = "") -> str | None:
+    """Where in a JSON value (``a.b.0``) a number is NaN or infinite; else None."""
+    if isinstance(value, float):
+        return where or "value" if not math.isfinite(value) else None
+    items: Iterable[tuple[object, object]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    for key, item in items:
+        found = non_finite_in(item, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
-    Used as a ``mode="before"`` model validator, so every string and key of a body is
-    checked, whatever type its field has (pydantic lets a lone surrogate through ``str``).
+
+def refuse_unstorable(data: object) -> object:
+    """A model's raw input unchanged, or ValueError naming the field no store can keep:
+    a string or key that cannot be UTF-8, or a number JSON cannot write (NaN, infinity).
+
+    Used as a ``mode="before"`` model validator, so every value and key of a body is
+    checked, whatever type its field has (pydantic lets a lone surrogate through ``str``,
+    and NaN through ``JsonValue``).
     """
     found = lone_surrogate_in(data)
     if found is not None:
         raise ValueError(f"{found} holds a lone surrogate, which is not valid Unicode text")
+    found = non_finite_in(data)
+    if found is not None:
+        raise ValueError(f"{found} is not a finite number (NaN and Infinity are not JSON)")
     return data
 
 

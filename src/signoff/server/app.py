@@ -15,7 +15,7 @@ from signoff.domain.decisions import Channel, Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
-from signoff.domain.text import NoNul, refuse_lone_surrogates
+from signoff.domain.text import NoNul, refuse_unstorable
 from signoff.domain.transitions import MAX_CLIENT_NAME, check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
@@ -43,7 +43,7 @@ class _Body(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _encodable(cls, data: object) -> object:
-        return refuse_lone_surrogates(data)
+        return refuse_unstorable(data)
 
 
 class BatchDecision(_Body):

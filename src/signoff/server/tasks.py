@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from signoff.domain.principals import Principal
-from signoff.domain.text import NoNul, refuse_lone_surrogates
+from signoff.domain.text import NoNul, refuse_unstorable
 from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.server.deps import API, current_principal
@@ -32,7 +32,7 @@ class RunBody(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _encodable(cls, data: object) -> object:
-        return refuse_lone_surrogates(data)
+        return refuse_unstorable(data)
 
 
 class ResumeBody(BaseModel):
@@ -47,7 +47,7 @@ class ResumeBody(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _encodable(cls, data: object) -> object:
-        return refuse_lone_surrogates(data)
+        return refuse_unstorable(data)
 
 
 def _runner(request: Request) -> TaskRunner:
