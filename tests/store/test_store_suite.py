@@ -296,6 +296,23 @@ async def test_audit_coverage_names_what_the_log_does_not_account_for(store: Sto
     assert full.orphan_events == (4, 5, 6)
 
 
+async def test_audit_coverage_reads_events_with_a_nul_in_their_args(store: Store) -> None:
+    """An agent's NUL in tool args (and the text backslash-u0000 beside it) leaves coverage
+    readable and right: PostgreSQL's jsonb refuses the escape \\u0000."""
+    args = {"nul": "a\x00b", "text": "\\u0000", "both": "\\\x00"}
+    request = approval(tool_args=args)
+    await store.commit(insert(request))
+    newer = request.model_copy(update={"status": "rejected", "version": 2})
+    await store.commit(
+        Write(at=T0, update=newer, events=(EventDraft(type="status", request=newer),))
+    )
+    coverage = await store.audit_coverage()
+    assert coverage.requests == 1 and coverage.events == 2
+    assert not (coverage.unannounced_requests or coverage.unaudited_requests)
+    stored = await store.get_request(request.id)
+    assert isinstance(stored, ApprovalRequest) and stored.tool_args == args
+
+
 async def test_task_round_trips_and_is_found_by_each_pending_request(store: Store) -> None:
     """A stored task reads back equal, by id and by every request it waits on."""
     at = T0 + timedelta(microseconds=123)

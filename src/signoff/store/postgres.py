@@ -609,7 +609,10 @@ SELECT
         SELECT 1 FROM audit a WHERE a.request_id = e.request_id AND a.action = 'submit'
     ) ORDER BY e.seq LIMIT $1),
     ARRAY(SELECT r.id FROM requests r LEFT JOIN (
-        SELECT request_id, max((data::jsonb ->> 'version')::bigint) AS version
+        SELECT request_id,
+            -- jsonb refuses the escape \\u0000 (an agent's NUL in its args): it is read as
+            -- \\u2400, still valid JSON whether its backslash opens an escape or is one
+            max((replace(data, E'\\\\u0000', E'\\\\u2400')::jsonb ->> 'version')::bigint) AS version
         FROM events GROUP BY request_id
     ) e ON e.request_id = r.id WHERE e.version IS NULL OR e.version < r.version
     ORDER BY r.id LIMIT $1)
