@@ -19,11 +19,14 @@ from signoff.errors import (
     InvalidTransition,
     NotAllowed,
     RequestNotFound,
+    RuntimeFailure,
     SignoffError,
     StoreUnavailable,
     Unauthenticated,
 )
 from signoff.service import Service
+from signoff.store.base import Committed, DuplicateRequest, RequestQuery, Write
+from signoff.store.memory import MemoryStore
 from signoff.testing import ADMIN, AGENT, APPROVER, CapturedEvents, FakeClock
 
 BOB = Principal(name="bob", role="approver")
@@ -99,6 +102,89 @@ async def test_idempotent_submit(service: Service) -> None:
     )
     assert len({s.request.id for s in concurrent}) == 1
     assert sum(s.created for s in concurrent) == 1
+
+
+async def test_call_ids_are_each_agents_own(service: Service) -> None:
+    """Two agents using one session + tool_call_id + key each get (and get back) their own."""
+    other = Principal(name="other", role="agent")
+    body = {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1",
+            "idempotency_key": "k"}  # fmt: skip
+    mine = await service.submit(body, AGENT)
+    theirs = await service.submit(body, other)
+    assert mine.created and theirs.created
+    assert theirs.request.id != mine.request.id and theirs.request.requested_by == "other"
+    racing = await asyncio.gather(
+        *(
+            service.submit({**body, "tool_call_id": "c2", "idempotency_key": None}, who)
+            for who in [AGENT, other] * 5
+        )
+    )
+    for who in (AGENT, other):
+        own = [s for s in racing if s.request.requested_by == who.name]
+        assert len(own) == 5 and len({s.request.id for s in own}) == 1
+        assert sum(s.created for s in own) == 1
+    again = await service.submit(body, other)
+    assert not again.created and again.request.id == theirs.request.id
+
+
+class CallKeyedStore(MemoryStore):
+    """A store whose call ids ignore the requester, as every store's did before the fix.
+
+    ``in_lookup`` False hides the clash from ``find_duplicate`` so only the insert meets it,
+    as when another agent's submit lands between a lookup and an insert.
+    """
+
+    def __init__(self, *, in_lookup: bool) -> None:
+        super().__init__()
+        self.in_lookup = in_lookup
+
+    async def _anyones(self, session_id: str, tool_call_id: str | None) -> Request | None:
+        if tool_call_id is None:
+            return None
+        page = await self.list_requests(RequestQuery(session_id=session_id))
+        calls = [r for r in page.items if isinstance(r, ApprovalRequest)]
+        return next((r for r in calls if r.tool_call_id == tool_call_id), None)
+
+    async def find_duplicate(
+        self,
+        *,
+        session_id: str,
+        tool_call_id: str | None,
+        requested_by: str,
+        idempotency_key: str | None,
+    ) -> Request | None:
+        """Also (``in_lookup``) anyone's request with this session and tool_call_id."""
+        found = await self._anyones(session_id, tool_call_id) if self.in_lookup else None
+        return found or await super().find_duplicate(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            requested_by=requested_by,
+            idempotency_key=idempotency_key,
+        )
+
+    async def commit(self, write: Write) -> Committed:
+        """Refuse an insert whose session and tool_call_id anyone has used."""
+        new = write.insert
+        if isinstance(new, ApprovalRequest):
+            clash = await self._anyones(new.session_id, new.tool_call_id)
+            if clash is not None:
+                raise DuplicateRequest(clash.id)
+        return await super().commit(write)
+
+
+@pytest.mark.parametrize("in_lookup", [True, False], ids=["lookup", "insert"])
+async def test_a_store_naming_another_agents_request_hands_over_nothing(in_lookup: bool) -> None:
+    """A store naming another agent's request as a duplicate makes submit fail, telling nothing."""
+    service = Service(CallKeyedStore(in_lookup=in_lookup), read_file=None)
+    other = Principal(name="other", role="agent")
+    body = {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1"}
+    mine = (await service.submit(body, AGENT)).request
+    before = (len(await service.audit()), await service.store.last_event_seq())
+    for args in (ARGS, {"command": "ls"}):
+        with pytest.raises(RuntimeFailure) as caught:
+            await service.submit({**body, "tool_args": args}, other)
+        assert mine.id not in str(caught.value) and "s1" not in str(caught.value)
+    assert (len(await service.audit()), await service.store.last_event_seq()) == before
 
 
 async def test_fifty_concurrent_deciders_one_winner(service: Service) -> None:

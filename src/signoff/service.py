@@ -68,6 +68,7 @@ from signoff.errors import (
     InvalidTransition,
     NotAllowed,
     RequestNotFound,
+    RuntimeFailure,
     SignoffError,
     StoreUnavailable,
     TokenNotFound,
@@ -203,6 +204,7 @@ class Service:
                 idempotency_key=new.idempotency_key,
             )
             if existing is not None:
+                existing = _own_duplicate(existing, principal)
                 _same_call(existing, new)
                 return Submitted(existing, created=False)
         now = self.clock()
@@ -260,9 +262,7 @@ class Service:
                 Write(at=now, insert=decided[0], audit=tuple(audit), events=tuple(events))
             )
         except DuplicateRequest as dup:
-            again = await self.store.get_request(dup.existing_id)
-            if again is None:  # pragma: no cover - a duplicate cannot vanish
-                raise
+            again = _own_duplicate(await self.store.get_request(dup.existing_id), principal)
             _same_call(again, new)
             return Submitted(again, created=False)
         return Submitted(decided[0], created=True)
@@ -794,6 +794,22 @@ def _parse_decision(decision: Decision | Mapping[str, Any]) -> Decision:
         return DecisionAdapter.validate_python(dict(decision))
     except ValidationError as exc:
         raise InvalidDecision(validation_message(exc)) from None
+
+
+def _own_duplicate(existing: Request | None, principal: Principal) -> Request:
+    """The stored request a resubmit gets back, which must be the submitter's own.
+
+    Every store keys duplicates by requester, so another requester's request cannot be named
+    here; should one be (or vanish), fail without a word about it rather than hand it over.
+    """
+    if existing is None or existing.requested_by != principal.name:
+        logger.error(
+            "a duplicate of %s's submit was %s, not its own request: refused",
+            principal.name,
+            "missing" if existing is None else f"{existing.id} of {existing.requested_by}",
+        )
+        raise RuntimeFailure("the request could not be submitted; nothing was changed")
+    return existing
 
 
 def _same_call(existing: Request, new: NewRequest) -> None:

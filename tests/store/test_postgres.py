@@ -13,6 +13,7 @@ from signoff.config import open_store
 from signoff.domain.audit import AuditDraft, verify_chain
 from signoff.domain.events import EventDraft
 from signoff.domain.grants import Grant
+from signoff.domain.requests import RequestAdapter
 from signoff.errors import StoreUnavailable
 from signoff.store.base import (
     Committed,
@@ -20,8 +21,9 @@ from signoff.store.base import (
     RequestQuery,
     VersionConflict,
     Write,
+    to_micros,
 )
-from signoff.store.postgres_migrations import SCHEMA_VERSION
+from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.conftest import drop_schema, new_schema, pg_execute, postgres_dsn
 from tests.store.test_store_suite import T0, approval, insert
 
@@ -153,6 +155,52 @@ async def test_concurrent_commits_from_two_servers_keep_one_chain_and_log(
     assert report.ok and report.entries == 60
     assert [e.seq for e in entries] == list(range(1, 61))
     assert all(prefix == list(range(1, len(prefix) + 1)) for prefix in seen_prefixes)
+
+
+async def test_version_2_schema_upgrades_to_call_ids_per_requester(pg: tuple[str, str]) -> None:
+    """A version-2 schema upgrades so another agent may reuse a session and tool_call_id."""
+    dsn, schema = pg
+    alices = approval(tool_call_id="call-1", requested_by="alice")
+    await pg_execute(f"CREATE SCHEMA {schema}", dsn)
+    connection = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        for migration in MIGRATIONS[:2]:
+            await connection.execute(migration)
+        await connection.execute(
+            "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), "
+            "version INTEGER NOT NULL); INSERT INTO schema_version VALUES (1, 2)"
+        )
+        await connection.execute(
+            "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
+            "requested_by, created_us, version, data) "
+            "VALUES ($1, 'approval', 'pending', 's1', 'shell', 'call-1', 'alice', $2, 1, $3)",
+            alices.id, to_micros(alices.created_at), RequestAdapter.dump_json(alices).decode(),
+        )  # fmt: skip
+    finally:
+        await connection.close()
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        bobs = approval(tool_call_id="call-1", requested_by="bob")
+        await store.commit(insert(bobs))
+        assert await store.get_request(alices.id) == alices
+        assert await store.get_request(bobs.id) == bobs
+        with pytest.raises(DuplicateRequest) as caught:
+            await store.commit(insert(approval(tool_call_id="call-1", requested_by="alice")))
+        assert caught.value.existing_id == alices.id
+    finally:
+        await store.close()
+    connection = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        assert await connection.fetch("SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await connection.execute(
+                "INSERT INTO requests (id, kind, status, session_id, tool_call_id, requested_by, "
+                "created_us, version, data) "
+                "VALUES ('r', 'approval', 'pending', 's1', 'call-1', 'bob', 0, 1, '{}')"
+            )
+    finally:
+        await connection.close()
 
 
 async def test_duplicate_submit_on_two_servers_names_the_first(

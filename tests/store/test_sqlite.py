@@ -11,7 +11,7 @@ import pytest
 from signoff.domain.audit import verify_chain
 from signoff.domain.requests import RequestAdapter
 from signoff.errors import InvalidRequest, StoreUnavailable
-from signoff.store.base import VersionConflict, Write, to_micros
+from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
 from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.store.test_store_suite import T0, approval, insert, pending, task
@@ -80,6 +80,48 @@ async def test_version_2_database_upgrades_and_keeps_its_rows(tmp_path: Path) ->
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT count(*) FROM tasks").fetchone()[0] == 1
+    db.close()
+
+
+async def test_version_4_database_upgrades_to_call_ids_per_requester(tmp_path: Path) -> None:
+    """A version-4 file upgrades so another agent may reuse a session and tool_call_id."""
+    path = tmp_path / "signoff.db"
+    alices = approval(tool_call_id="call-1", requested_by="alice")
+    with sqlite3.connect(path) as db:
+        for migration in MIGRATIONS[:4]:
+            db.executescript(migration)
+        db.execute(
+            "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
+            "requested_by, idempotency_key, created_us, expires_us, version, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                alices.id, alices.kind, alices.status, alices.session_id, alices.tool_name,
+                alices.tool_call_id, alices.requested_by, None, to_micros(alices.created_at),
+                None, alices.version, RequestAdapter.dump_json(alices).decode(),
+            ),
+        )  # fmt: skip
+        db.execute("PRAGMA user_version = 4")
+    db.close()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        bobs = approval(tool_call_id="call-1", requested_by="bob")
+        await store.commit(insert(bobs))
+        assert await store.get_request(alices.id) == alices
+        assert await store.get_request(bobs.id) == bobs
+        with pytest.raises(DuplicateRequest) as caught:
+            await store.commit(insert(approval(tool_call_id="call-1", requested_by="alice")))
+        assert caught.value.existing_id == alices.id
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute(
+                "INSERT INTO requests (id, kind, status, session_id, tool_call_id, requested_by, "
+                "created_us, version, data) VALUES ('r', 'approval', 'pending', 's1', 'call-1', "
+                "'bob', 0, 1, '{}')"
+            )
     db.close()
 
 

@@ -116,10 +116,32 @@ async def test_duplicate_call_id_and_idempotency_key_are_refused(store: Store) -
     assert caught.value.existing_id == keyed.id
     await store.commit(insert(approval(tool_call_id="call-1", session_id="s2")))
     found = await store.find_duplicate(
-        session_id="s1", tool_call_id="call-1", requested_by="x", idempotency_key=None
+        session_id="s1", tool_call_id="call-1", requested_by="agent", idempotency_key=None
     )
     assert found is not None and found.id == first.id
     assert len(await store.list_audit()) == 3
+
+
+async def test_call_ids_and_keys_are_each_requesters_own(store: Store) -> None:
+    """Two requesters may both use one (session, tool_call_id) and key; each finds only its own."""
+    mine = approval(tool_call_id="call-1", idempotency_key="k1", requested_by="alice")
+    theirs = approval(tool_call_id="call-1", idempotency_key="k1", requested_by="bob")
+    await store.commit(insert(mine))
+    await store.commit(insert(theirs))
+    for requester, own in (("alice", mine), ("bob", theirs)):
+        for call, key in (("call-1", None), (None, "k1"), ("call-1", "k1")):
+            found = await store.find_duplicate(
+                session_id="s1", tool_call_id=call, requested_by=requester, idempotency_key=key
+            )
+            assert found is not None and found.id == own.id
+        with pytest.raises(DuplicateRequest) as caught:
+            await store.commit(insert(approval(tool_call_id="call-1", requested_by=requester)))
+        assert caught.value.existing_id == own.id
+    nobody = await store.find_duplicate(
+        session_id="s1", tool_call_id="call-1", requested_by="carol", idempotency_key="k1"
+    )
+    assert nobody is None
+    assert len(await store.list_audit()) == 2
 
 
 async def test_conditional_update_wins_once_and_stale_version_conflicts(store: Store) -> None:

@@ -52,7 +52,7 @@ class VersionConflict(SignoffError):
 
 
 class DuplicateRequest(SignoffError):
-    """A request with the same session and tool_call_id, or idempotency key, exists."""
+    """The same requester already has a request with this session and tool_call_id, or key."""
 
     def __init__(self, existing_id: str) -> None:
         super().__init__(f"request already submitted as {existing_id!r}")
@@ -173,7 +173,10 @@ class Store(Protocol):
         requested_by: str,
         idempotency_key: str | None,
     ) -> Request | None:
-        """The request an idempotent resubmit of these keys should return, or None."""
+        """``requested_by``'s request with this (session, tool_call_id) or key, or None.
+
+        Only the same requester's: another requester's ids never match.
+        """
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests matching ``query``, newest first by (created_at, id)."""

@@ -146,6 +146,7 @@ class MemoryStore:
                 and isinstance(existing, ApprovalRequest)
                 and existing.session_id == session_id
                 and existing.tool_call_id == tool_call_id
+                and existing.requested_by == requested_by
             ):
                 return existing
             if (

@@ -514,9 +514,11 @@ async def _duplicate_row(
 ) -> tuple[str, str] | None:
     if tool_call_id is not None:
         row = await conn.fetchrow(
-            "SELECT id, data FROM requests WHERE session_id = $1 AND tool_call_id = $2",
+            "SELECT id, data FROM requests "
+            "WHERE session_id = $1 AND tool_call_id = $2 AND requested_by = $3",
             session_id,
             tool_call_id,
+            requested_by,
         )
         if row:
             return str(row[0]), str(row[1])

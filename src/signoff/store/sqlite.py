@@ -651,8 +651,9 @@ def _duplicate_row(
 ) -> tuple[str, str] | None:
     if tool_call_id is not None:
         row = conn.execute(
-            "SELECT id, data FROM requests WHERE session_id = ? AND tool_call_id = ?",
-            (session_id, tool_call_id),
+            "SELECT id, data FROM requests "
+            "WHERE session_id = ? AND tool_call_id = ? AND requested_by = ?",
+            (session_id, tool_call_id, requested_by),
         ).fetchone()
         if row:
             return str(row[0]), str(row[1])

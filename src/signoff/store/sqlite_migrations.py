@@ -124,7 +124,16 @@ CREATE TABLE sessions (
 CREATE INDEX sessions_token ON sessions (token_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS)
+# A tool_call_id is unique per requester: with (session_id, tool_call_id) alone, another
+# agent's submit of the same ids collided with (and was handed) the first agent's request.
+# The new index is finer than the old one, so every existing database satisfies it.
+_CALL_PER_REQUESTER = """
+DROP INDEX requests_call;
+CREATE UNIQUE INDEX requests_call ON requests (session_id, tool_call_id, requested_by)
+    WHERE tool_call_id IS NOT NULL;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS, _CALL_PER_REQUESTER)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
