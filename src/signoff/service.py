@@ -183,7 +183,7 @@ class Service:
         *,
         started_by: str | None = None,
     ) -> Submitted:
-        """Open a request; the same session + tool_call_id (or idempotency key) returns it again.
+        """Open a request; the same requester's session + tool_call_id (or key) returns it again.
 
         Policy may decide at once (``allow`` approves, ``deny`` rejects), and a live standing
         grant that covers the call approves it; the audit says which. ``started_by`` (never

@@ -112,7 +112,7 @@ def api_router() -> APIRouter:
         response: Response,
         idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
     ) -> dict[str, Any]:
-        """Open a request; the same call id or Idempotency-Key again returns it with 200."""
+        """Open a request; the caller's own call id or Idempotency-Key again returns it with 200."""
         if idempotency_key and body.idempotency_key is None:
             body = body.model_copy(update={"idempotency_key": idempotency_key})
         submitted = await service.submit(body, caller)
