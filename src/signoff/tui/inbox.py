@@ -32,8 +32,8 @@ from rich.text import Text
 
 from signoff.backends import Backend
 from signoff.cli.render import STATUS_STYLE, summary
-from signoff.domain.previews import origin_label
 from signoff.cli.safe_text import dumps_visible, visible
+from signoff.domain.previews import origin_label
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision, SignoffError
 from signoff.store.base import RequestQuery
