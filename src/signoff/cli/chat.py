@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +13,27 @@ from signoff.cli.context import DbOption, console, fail, local_principal, open_s
 from signoff.cli.serve import preview_root_for
 from signoff.config import default_db_url
 
-__all__ = ["chat", "register"]
+__all__ = ["chat", "model_problem", "register"]
+
+_NO_KEY = "or run without --model for the scripted demo model"
+_SETTING = re.compile(r"`([A-Z][A-Z0-9_]*)`")
+_INSTALL = re.compile(r"`(pip install [^`]+)`")
+
+
+def model_problem(model: str, exc: Exception) -> str:
+    """One line saying what ``model`` lacks (from its provider's error) and the no-key way."""
+    text = str(exc)
+    if isinstance(exc, ImportError):
+        install = _INSTALL.search(text)
+        need = install.group(1) if install else "its provider's package"
+        return f"{model} needs {need}; install it, {_NO_KEY}"
+    settings = _SETTING.findall(text)
+    if settings:
+        return f"{model} needs {' or '.join(dict.fromkeys(settings))}; set it, {_NO_KEY}"
+    if text.startswith("Unknown model"):
+        return f"unknown model {model}; name one as provider:model, e.g. openai:gpt-5, {_NO_KEY}"
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return f"{model}: {first}; {_NO_KEY}"
 
 
 def chat(
@@ -52,6 +73,8 @@ def chat(
 ) -> None:
     """Chat with a coding agent here; tools.toml says which of its calls wait for you."""
     try:
+        from pydantic_ai.exceptions import UserError
+
         from signoff.backends import Backend, LocalBackend
         from signoff.chat import CHAT_PRINCIPAL, ChatSession, build_agent, model_label
         from signoff.demo import resolve_model
@@ -64,9 +87,13 @@ def chat(
         fail("--remote needs --token (or SIGNOFF_TOKEN)")
 
     demo = model is None or model.strip().lower() in ("", "demo")
+    try:
+        # a provider without its key or package fails here, before anything is opened
+        agent = build_agent(model, Path.cwd())
+    except (UserError, ImportError) as exc:
+        fail(model_problem(model or "demo", exc))
 
     async def session_app(backend: Backend, decider: Backend, mode: str, service: Service) -> None:
-        agent = build_agent(model, Path.cwd())
         policy = Policy.load()
         if resume is not None:
             session = await ChatSession.restore(
