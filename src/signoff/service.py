@@ -58,6 +58,7 @@ from signoff.domain.transitions import (
     expire,
     finish,
     is_overdue,
+    refuse_claim,
 )
 from signoff.errors import (
     AuditChainBroken,
@@ -434,9 +435,18 @@ class Service:
         self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
     ) -> Request:
         """Take an approved call for execution: once, and only with the approved args."""
-        return await self._change(
-            request_id, lambda r, now: claim(_seen(r, principal), dict(args), principal, now)
-        )
+        try:
+            return await self._change(
+                request_id, lambda r, now: claim(_seen(r, principal), dict(args), principal, now)
+            )
+        except InvalidDecision as refused:
+            # the approved args break the tool's schema: the call must never run, so it
+            # ends failed with the reason instead of staying approved for another claim
+            await self._change(
+                request_id,
+                lambda r, now: refuse_claim(_seen(r, principal), dict(args), principal, now),
+            )
+            raise InvalidDecision(f"{refused.message}; it is now failed") from None
 
     async def complete(
         self, request_id: str, principal: Principal, result: JsonValue = None

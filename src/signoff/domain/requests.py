@@ -3,7 +3,8 @@
 A request is created ``pending`` and ends in exactly one terminal state::
 
     pending ──> approved ──> executing ──> completed
-       │                                └─> failed
+       │           │                    └─> failed
+       │           └─> failed   (refused at claim: its args do not fit the tool's schema)
        ├──> rejected
        ├──> expired
        └──> canceled
@@ -49,7 +50,7 @@ OnExpire: TypeAlias = Literal["reject", "approve", "default"]
 
 TRANSITIONS: dict[Status, frozenset[Status]] = {
     "pending": frozenset({"approved", "rejected", "expired", "canceled"}),
-    "approved": frozenset({"executing"}),
+    "approved": frozenset({"executing", "failed"}),
     "executing": frozenset({"completed", "failed"}),
     "rejected": frozenset(),
     "expired": frozenset(),
@@ -176,6 +177,9 @@ class ApprovalRequest(_RequestBase):
     """The model's id for this call; with ``session_id`` it makes submit idempotent."""
     preview: FilePreview | None = None
     """For a file-writing call: old content, new content and a unified diff."""
+    args_schema: dict[str, JsonValue] | None = None
+    """The tool's JSON Schema for its arguments, when the integration knows it: approved
+    arguments (and a claim's) must fit it; None: not checked."""
     approved_args: dict[str, JsonValue] | None = None
     """The arguments approved to run (the proposal, or a person's edit)."""
     args_digest: str | None = None

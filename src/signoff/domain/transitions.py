@@ -36,6 +36,7 @@ from signoff.domain.requests import (
     Status,
     can_transition,
 )
+from signoff.domain.schemas import args_problem
 from signoff.errors import (
     ArgsMismatch,
     InvalidDecision,
@@ -55,6 +56,7 @@ __all__ = [
     "expire",
     "finish",
     "is_overdue",
+    "refuse_claim",
     "seen_details",
     "starter_may_approve",
 ]
@@ -265,6 +267,13 @@ def _approve(
     if decision.args_pattern is not None and decision.scope == "once":
         raise InvalidDecision("args_pattern needs scope session or always")
     args = decision.args if decision.args is not None else request.tool_args
+    problem = args_problem(request.args_schema, args)
+    if problem is not None:
+        edited = "the edited" if decision.args is not None else "the proposed"
+        raise InvalidDecision(
+            f"{edited} arguments do not fit the tool's schema, so they could never run "
+            f"({problem}); edit them to fit, or reject"
+        )
     digest = args_digest(request.tool_name, args)
     details["approved_args"] = args
     details["approved_digest"] = digest
@@ -405,6 +414,12 @@ def claim(
             f"the arguments to run do not match what was approved for request {request.id}",
             status=request.status,
         )
+    problem = args_problem(request.args_schema, args)
+    if problem is not None:
+        raise InvalidDecision(
+            f"request {request.id} must not run: its arguments do not fit the tool's schema "
+            f"({problem})"
+        )
     new = _moved(request, "executing", now, claimed_by=principal.name, claimed_at=now)
     details: dict[str, JsonValue] = {
         "tool_name": request.tool_name,
@@ -412,6 +427,47 @@ def claim(
         "args_digest": digest,
     }
     return Change(new, _audit("claim", principal.name, request, new, details))
+
+
+def refuse_claim(
+    request: Request, args: dict[str, JsonValue], principal: Principal, now: datetime
+) -> Change:
+    """Fail, unrun, an approved call claimed with args that do not fit the tool's schema.
+
+    Only what ``claim`` refuses for that reason alone is failed here: the claimant may
+    claim it, the args are the approved ones, and the tool's schema rejects them.
+    """
+    if principal.role not in ("agent", "admin"):
+        raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
+    if not isinstance(request, ApprovalRequest) or request.status != "approved":
+        raise InvalidTransition(
+            f"request {request.id} is {request.status}, not an approved call",
+            status=request.status,
+        )
+    digest = args_digest(request.tool_name, args)
+    if digest != request.args_digest:
+        raise ArgsMismatch(
+            f"the arguments to run do not match what was approved for request {request.id}",
+            status=request.status,
+        )
+    problem = args_problem(request.args_schema, args)
+    if problem is None:
+        raise InvalidTransition(
+            f"request {request.id} fits the tool's schema; nothing to refuse",
+            status=request.status,
+        )
+    error = f"not run: the approved arguments do not fit the tool's schema ({problem})"
+    outcome = ExecutionResult(
+        ok=False, result=None, error=error, reported_by=principal.name, reported_at=now
+    )
+    new = _moved(request, "failed", now, result=outcome)
+    details: dict[str, JsonValue] = {
+        "ok": False,
+        "result": None,
+        "error": error,
+        "refused_claim": {"tool_name": request.tool_name, "args": args, "args_digest": digest},
+    }
+    return Change(new, _audit("fail", principal.name, request, new, details))
 
 
 def finish(
