@@ -28,6 +28,7 @@ from signoff.domain.requests import (
     RequestKind,
     new_request_id,
 )
+from signoff.domain.schemas import check_args_schema
 from signoff.domain.terms import Settled, Terms, settle
 from signoff.domain.text import check_name, refuse_unstorable
 
@@ -68,6 +69,8 @@ class NewRequest(BaseModel):
     """approval: its arguments (default ``{}``)."""
     tool_call_id: Name | None = None
     """approval: the model's call id; same session and id again returns the same request."""
+    args_schema: dict[str, JsonValue] | None = None
+    """approval: the tool's JSON Schema for its arguments; approved args must fit it."""
     prompt: Text | None = None
     """choice (required) and questions: what the person is asked."""
     options: list[Annotated[str, StringConstraints(min_length=1, max_length=2_000)]] | None = Field(
@@ -103,7 +106,7 @@ class NewRequest(BaseModel):
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:
         only = {
-            "approval": ("tool_name", "tool_args", "tool_call_id"),
+            "approval": ("tool_name", "tool_args", "tool_call_id", "args_schema"),
             "choice": ("options", "default_choice"),
             "questions": ("questions", "default_answers"),
         }
@@ -117,6 +120,8 @@ class NewRequest(BaseModel):
             raise ValueError("multi_select and allow_other are only for choice requests")
         if self.kind == "approval" and self.tool_name is None:
             raise ValueError("approval requests need tool_name")
+        if self.args_schema is not None:
+            check_args_schema(self.args_schema)
         if self.kind == "choice":
             if not self.prompt:
                 raise ValueError("choice requests need a prompt")
@@ -239,6 +244,7 @@ def build_request(
             tool_args=new.tool_args or {},
             tool_call_id=new.tool_call_id,
             preview=preview,
+            args_schema=new.args_schema,
         )
     if new.kind == "choice":
         assert new.prompt is not None and new.options is not None

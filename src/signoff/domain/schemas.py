@@ -1,0 +1,132 @@
+"""A tool's JSON Schema for its arguments: checked when it arrives, applied to args that run.
+
+An integration that knows the tool's schema sends it with the request (``args_schema``);
+the arguments a person approves (the agent's or their edit) must fit it, and a claim
+checks them again, so a call whose arguments break the tool's schema never runs.
+
+The schema comes from the agent, so it can only make things stricter: without one nothing
+is checked (as before), with one the approved arguments must also fit it. It is capped in
+size and depth, and it never makes signoff reach the network: only references inside the
+schema itself (``#...``) resolve; any other ``$ref`` is refused when the request arrives
+and, should one get through, fails validation (fail closed) instead of being fetched.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+import referencing
+from pydantic import JsonValue
+
+__all__ = ["MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH", "args_problem", "check_args_schema"]
+
+MAX_SCHEMA_BYTES = 64 * 1024
+"""The largest ``args_schema`` accepted, as compact JSON."""
+
+MAX_SCHEMA_DEPTH = 32
+"""The deepest nesting of objects and arrays accepted in an ``args_schema``."""
+
+_REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+
+# jsonschema ships no type hints: its validator classes are Any here
+_DIALECTS: tuple[tuple[str, Any], ...] = (
+    ("draft-04", jsonschema.Draft4Validator),
+    ("draft-06", jsonschema.Draft6Validator),
+    ("draft-07", jsonschema.Draft7Validator),
+    ("2019-09", jsonschema.Draft201909Validator),
+)
+
+
+def _validator_class(schema: Mapping[str, JsonValue]) -> Any:
+    dialect = schema.get("$schema")
+    if isinstance(dialect, str):
+        for marker, cls in _DIALECTS:
+            if marker in dialect:
+                return cls
+    return jsonschema.Draft202012Validator
+
+
+def _depth(value: JsonValue, limit: int) -> int:
+    """How deep ``value`` nests, counting no further than ``limit + 1``."""
+    stack: list[tuple[JsonValue, int]] = [(value, 1)]
+    deepest = 0
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > limit:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _outside_refs(value: JsonValue) -> list[str]:
+    found: list[str] = []
+    stack: list[JsonValue] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if key in _REF_KEYWORDS and isinstance(sub, str) and not sub.startswith("#"):
+                    found.append(sub)
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def check_args_schema(schema: Mapping[str, JsonValue]) -> None:
+    """Refuse (ValueError, one line) a schema too big, too deep, invalid, or pointing outside."""
+    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_SCHEMA_BYTES:
+        raise ValueError(f"args_schema is {size} bytes; the limit is {MAX_SCHEMA_BYTES}")
+    if _depth(dict(schema), MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        raise ValueError(f"args_schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+    outside = _outside_refs(dict(schema))
+    if outside:
+        raise ValueError(
+            f"args_schema may only refer inside itself (#...), not to {outside[0][:200]!r}"
+        )
+    try:
+        _validator_class(schema).check_schema(dict(schema))
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        raise ValueError(
+            f"args_schema is not a valid JSON Schema{f' at {where}' if where else ''}: "
+            f"{_line(exc.message)}"
+        ) from None
+
+
+def args_problem(
+    schema: Mapping[str, JsonValue] | None, args: Mapping[str, JsonValue]
+) -> str | None:
+    """Why ``args`` do not fit the tool's ``schema`` (one line), or None when they do.
+
+    No schema means nothing to check. A schema that cannot be applied (a reference that
+    does not resolve inside it, a loop) counts as a misfit: the call must not run.
+    """
+    if schema is None:
+        return None
+    cls = _validator_class(schema)
+    # an empty registry: a reference outside the schema fails instead of being fetched
+    validator = cls(dict(schema), registry=referencing.Registry())
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
+    except RecursionError:
+        return "the tool's schema cannot be applied: it refers to itself without end"
+    except Exception as exc:
+        return f"the tool's schema cannot be applied: {_line(str(exc))}"
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{f'args/{where}' if where else 'args'}: {_line(error.message)}"
+
+
+def _line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else "invalid"
+    return first if len(first) <= 300 else first[:297] + "..."
