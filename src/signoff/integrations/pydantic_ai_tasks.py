@@ -278,7 +278,11 @@ class TaskRunner:
         reason: str = "",
         args: Mapping[str, JsonValue] | None = None,
     ) -> Task:
-        """Decide one of a paused task's requests and return the task's next state."""
+        """Decide one of a paused task's requests and return the task's next state.
+
+        Only that request is decided (through :meth:`Service.decide`, as in the inbox); a
+        task with other calls still pending stays ``Paused`` until they are decided too.
+        """
         task = await self.service.store.find_task(request_id)
         if task is None or task.agent not in self.agents or not self._may_see(task, principal):
             raise TaskNotFound(request_id)
@@ -288,12 +292,10 @@ class TaskRunner:
             raise NotAllowed(f"{principal.name} may not resume a task started by {task.user}")
         if task.status != "Paused" or request_id not in task.request_ids:
             raise InvalidTransition(f"task {task.id} is {task.status}, not paused on this request")
+        # this call only, as the inbox decides it: the task goes on once all its calls are
+        # decided, by the same _continue an inbox decision's event reaches
         if action == "reject":
             await self.service.decide(request_id, {"type": "reject", "reason": reason}, principal)
-            for other in task.request_ids:  # a rejected task does not go on with the rest
-                if other != request_id:
-                    with contextlib.suppress(InvalidTransition):
-                        await self.service.cancel(other, self.principal(task.agent), reason)
         elif action == "edit":
             if args is None:
                 raise InvalidRequest("args: an edit needs the arguments to run")
