@@ -49,7 +49,10 @@ class Backend(Protocol):
         self, request_ids: Sequence[str], type_: str, reason: str = ""
     ) -> list[BatchOutcome]: ...
     async def wait(self, request_id: str, timeout: float) -> Request: ...
-    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request: ...
+    async def claim(
+        self, request_id: str, args: Mapping[str, JsonValue], *, lease: float | None = None
+    ) -> Request: ...
+    async def renew(self, request_id: str, *, lease: float | None = None) -> Request: ...
     async def cancel(self, request_id: str, reason: str = "") -> Request: ...
     async def complete(self, request_id: str, result: JsonValue = None) -> Request: ...
     async def fail(self, request_id: str, error: str) -> Request: ...
@@ -124,9 +127,15 @@ class LocalBackend:
         """Wait for a decision."""
         return await self.service.wait(request_id, timeout, self.principal)
 
-    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
-        """Claim an approved call."""
-        return await self.service.claim(request_id, args, self.principal)
+    async def claim(
+        self, request_id: str, args: Mapping[str, JsonValue], *, lease: float | None = None
+    ) -> Request:
+        """Claim an approved call; it holds ``lease`` seconds unless reported or renewed."""
+        return await self.service.claim(request_id, args, self.principal, lease=lease)
+
+    async def renew(self, request_id: str, *, lease: float | None = None) -> Request:
+        """Extend the lease of a call this backend claimed."""
+        return await self.service.renew(request_id, self.principal, lease=lease)
 
     async def cancel(self, request_id: str, reason: str = "") -> Request:
         """Withdraw a pending request."""
@@ -218,8 +227,11 @@ class LocalBackend:
         self, *, since: int | None = None, session_id: str | None = None
     ) -> AsyncIterator[Event]:
         """Events after ``since`` from the log, then live ones from any process."""
-        follower = follower_for(self.service.store, self.service.bus)
-        await follower.start()
+        # a service that follows already brings other processes' events: one follower each
+        follower = None
+        if self.service.follower is None:
+            follower = follower_for(self.service.store, self.service.bus)
+            await follower.start()
         try:
             async for event in follow_events(
                 self.service, self.principal, since=since, session_id=session_id
@@ -227,7 +239,8 @@ class LocalBackend:
                 if event is not None:
                     yield event
         finally:
-            await follower.stop()
+            if follower is not None:
+                await follower.stop()
 
 
 def as_backend(target: Service | Backend | Any, principal: Principal | None = None) -> Backend:

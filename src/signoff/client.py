@@ -6,7 +6,9 @@ Both speak the public contract and raise the same exceptions as the in-process s
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -33,6 +35,7 @@ from signoff.errors import (
     PolicyError,
     RequestNotFound,
     RuntimeFailure,
+    ServerStopping,
     SignoffError,
     StoreUnavailable,
     TaskNotFound,
@@ -62,6 +65,7 @@ _BY_NAME: dict[str, Callable[[str], SignoffError]] = {
     "Unauthenticated": Unauthenticated,
     "PolicyError": PolicyError,
     "StoreUnavailable": StoreUnavailable,
+    "ServerStopping": ServerStopping,
 }
 
 
@@ -124,6 +128,17 @@ def _one(method: str, request_id: str, tail: str = "", body: Any = None) -> _Op[
     )
 
 
+def _claim(request_id: str, args: Mapping[str, JsonValue], lease: float | None) -> _Op[Request]:
+    body: dict[str, Any] = {"args": dict(args)}
+    if lease is not None:
+        body["lease"] = lease
+    return _one("POST", request_id, "/claim", body)
+
+
+def _renew(request_id: str, lease: float | None) -> _Op[Request]:
+    return _one("POST", request_id, "/lease", {} if lease is None else {"lease": lease})
+
+
 def _wait(request_id: str, seconds: float) -> _Op[Request]:
     # The HTTP timeout outlasts the long poll, so the server answers first.
     return _Op(
@@ -134,6 +149,36 @@ def _wait(request_id: str, seconds: float) -> _Op[Request]:
         subject=request_id,
         timeout=seconds + 30,
     )
+
+
+_RETRY_PAUSE = 1.0
+"""Seconds between asking again while a server that said it is stopping comes back."""
+
+
+@dataclass
+class _Waiting:
+    """A wait that outlives a server restart: the time left, and whether to ask again."""
+
+    deadline: float
+    stopped: bool = False
+
+    def chunk(self) -> float:
+        """Seconds for the next long poll."""
+        return max(0.0, min(self.deadline - time.monotonic(), 300.0))
+
+    def over(self) -> bool:
+        """Whether the wait's time is up."""
+        return self.deadline - time.monotonic() <= 0
+
+    def pause_after(self, exc: SignoffError) -> float | None:
+        """Seconds to pause before asking again after ``exc``; None: raise it."""
+        # only once the server said it is stopping: until it is back, it cannot be reached
+        if isinstance(exc, ServerStopping):
+            self.stopped = True
+        elif not (self.stopped and isinstance(exc, StoreUnavailable)):
+            return None
+        left = self.deadline - time.monotonic()
+        return min(_RETRY_PAUSE, left) if left > 0 else None
 
 
 def _decision_body(decision: Decision | Mapping[str, Any]) -> Any:
@@ -401,18 +446,37 @@ class AsyncClient:
         return await self._run(_Ops.decide_many(request_ids, type_, reason))
 
     async def wait(self, request_id: str, timeout: float) -> Request:
-        """The request once decided, or as it is after ``timeout`` seconds (long polls)."""
-        remaining = timeout
+        """The request once decided, or as it is after ``timeout`` seconds (long polls).
+
+        A server that stops meanwhile (503 ``ServerStopping``) is asked again once it is
+        back, within ``timeout``.
+        """
+        waiting = _Waiting(time.monotonic() + timeout)
         while True:
-            chunk = min(remaining, 300.0)
-            request = await self._run(_wait(request_id, chunk))
-            remaining -= chunk
-            if request.status != "pending" or remaining <= 0:
+            try:
+                request = await self._run(_wait(request_id, waiting.chunk()))
+            except (ServerStopping, StoreUnavailable) as exc:
+                pause = waiting.pause_after(exc)
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
+                continue
+            if request.status != "pending" or waiting.over():
                 return request
 
-    async def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
-        """Take an approved call for execution with exactly the approved args."""
-        return await self._run(_one("POST", request_id, "/claim", {"args": dict(args)}))
+    async def claim(
+        self, request_id: str, args: Mapping[str, JsonValue], *, lease: float | None = None
+    ) -> Request:
+        """Take an approved call for execution with exactly the approved args.
+
+        The claim holds ``lease`` seconds (the server's default, 300, unless given): report
+        or ``renew`` before then, or the server fails the call.
+        """
+        return await self._run(_claim(request_id, args, lease))
+
+    async def renew(self, request_id: str, *, lease: float | None = None) -> Request:
+        """Extend the lease of a call this client claimed to ``lease`` seconds from now."""
+        return await self._run(_renew(request_id, lease))
 
     async def complete(self, request_id: str, result: JsonValue = None) -> Request:
         """Report that a claimed call succeeded."""
@@ -591,18 +655,37 @@ class Client:
         return self._run(_Ops.decide_many(request_ids, type_, reason))
 
     def wait(self, request_id: str, timeout: float) -> Request:
-        """The request once decided, or as it is after ``timeout`` seconds."""
-        remaining = timeout
+        """The request once decided, or as it is after ``timeout`` seconds.
+
+        A server that stops meanwhile (503 ``ServerStopping``) is asked again once it is
+        back, within ``timeout``.
+        """
+        waiting = _Waiting(time.monotonic() + timeout)
         while True:
-            chunk = min(remaining, 300.0)
-            request = self._run(_wait(request_id, chunk))
-            remaining -= chunk
-            if request.status != "pending" or remaining <= 0:
+            try:
+                request = self._run(_wait(request_id, waiting.chunk()))
+            except (ServerStopping, StoreUnavailable) as exc:
+                pause = waiting.pause_after(exc)
+                if pause is None:
+                    raise
+                time.sleep(pause)
+                continue
+            if request.status != "pending" or waiting.over():
                 return request
 
-    def claim(self, request_id: str, args: Mapping[str, JsonValue]) -> Request:
-        """Take an approved call for execution with exactly the approved args."""
-        return self._run(_one("POST", request_id, "/claim", {"args": dict(args)}))
+    def claim(
+        self, request_id: str, args: Mapping[str, JsonValue], *, lease: float | None = None
+    ) -> Request:
+        """Take an approved call for execution with exactly the approved args.
+
+        The claim holds ``lease`` seconds (the server's default, 300, unless given): report
+        or ``renew`` before then, or the server fails the call.
+        """
+        return self._run(_claim(request_id, args, lease))
+
+    def renew(self, request_id: str, *, lease: float | None = None) -> Request:
+        """Extend the lease of a call this client claimed to ``lease`` seconds from now."""
+        return self._run(_renew(request_id, lease))
 
     def complete(self, request_id: str, result: JsonValue = None) -> Request:
         """Report that a claimed call succeeded."""

@@ -20,6 +20,7 @@ from typing import Any, Self
 
 from pydantic import JsonValue, ValidationError
 
+from signoff.bus.follower import EventLogFollower, follower_for, shared
 from signoff.bus.local import EventBus, LocalBus
 from signoff.domain.audit import (
     GENESIS_HASH,
@@ -49,6 +50,7 @@ from signoff.domain.sessions import SessionRecord, hash_session_id, new_session_
 from signoff.domain.submission import NewRequest, build_request, rejected_record
 from signoff.domain.terms import Terms, settle
 from signoff.domain.transitions import (
+    DEFAULT_LEASE,
     Change,
     apply_decision,
     approved_by_grant,
@@ -58,7 +60,10 @@ from signoff.domain.transitions import (
     expire,
     finish,
     is_overdue,
+    lapse,
+    lease_ended,
     refuse_claim,
+    renew,
 )
 from signoff.errors import (
     AuditChainBroken,
@@ -135,22 +140,46 @@ class Service:
         policy: Policy | None = None,
         clock: Clock = system_clock,
         read_file: FileReader | None = read_text_file,
+        follow: bool | None = None,
     ) -> None:
+        """``follow``: while open, publish on ``bus`` the events other processes write to
+        the store (a SQLite file is tailed every 0.2 s, PostgreSQL is LISTENed to), so
+        :meth:`wait`, watchers and integrations here wake for decisions made elsewhere.
+        None (the default) follows when other processes can share the store: a SQLite file
+        or PostgreSQL, not the in-memory store."""
         self.store = store
         self.bus: EventBus = bus if bus is not None else LocalBus()
         self.policy = policy
         self.clock = clock
         self._read_file = read_file
+        self._follow = shared(store) if follow is None else follow
+        self._follower: EventLogFollower | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._recent: OrderedDict[str, Request] = OrderedDict()
 
+    @property
+    def follower(self) -> EventLogFollower | None:
+        """What brings other processes' events onto the bus while open; None when not following."""
+        return self._follower
+
     async def open(self) -> Self:
-        """Open the store (migrating it if needed)."""
+        """Open the store (migrating it if needed), then follow other processes' events."""
         await self.store.open()
+        if self._follow and self._follower is None:
+            follower = follower_for(self.store, self.bus)
+            try:
+                await follower.start()
+            except BaseException:
+                await self.store.close()
+                raise
+            self._follower = follower
         return self
 
     async def close(self) -> None:
-        """Stop the sweeper and close the store."""
+        """Stop following and the sweeper, then close the store."""
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            await follower.stop()
         await self.stop_sweeper()
         await self.store.close()
 
@@ -344,6 +373,10 @@ class Service:
                 await self._expire(request, now)
                 fresh = True
                 continue
+            if lease_ended(request, now):
+                await self._lapse(request, now)
+                fresh = True
+                continue
             try:
                 change = make(request, now)
             except CallerError:
@@ -377,6 +410,18 @@ class Service:
         """Expire an overdue request; None when someone else changed it first."""
         change = expire(request, now)
         event = EventDraft(type="decided" if change.decided else "status", request=change.request)
+        try:
+            await self._commit(
+                Write(at=now, update=change.request, audit=(change.audit,), events=(event,))
+            )
+        except VersionConflict:
+            return None
+        return change.request
+
+    async def _lapse(self, request: Request, now: datetime) -> Request | None:
+        """Fail a call whose claim's lease ended; None when someone else changed it first."""
+        change = lapse(request, now)
+        event = EventDraft(type="result", request=change.request)
         try:
             await self._commit(
                 Write(at=now, update=change.request, audit=(change.audit,), events=(event,))
@@ -432,12 +477,23 @@ class Service:
         return list(await asyncio.gather(*(one(i) for i in dict.fromkeys(request_ids))))
 
     async def claim(
-        self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
+        self,
+        request_id: str,
+        args: Mapping[str, JsonValue],
+        principal: Principal,
+        *,
+        lease: float | None = None,
     ) -> Request:
-        """Take an approved call for execution: once, and only with the approved args."""
+        """Take an approved call for execution: once, and only with the approved args.
+
+        The claim holds for ``lease`` seconds (default ``DEFAULT_LEASE``); past it, unless
+        the claimant reported or renewed, the sweeper fails the call, never to run again.
+        """
+        span = DEFAULT_LEASE if lease is None else lease
         try:
             return await self._change(
-                request_id, lambda r, now: claim(_seen(r, principal), dict(args), principal, now)
+                request_id,
+                lambda r, now: claim(_seen(r, principal), dict(args), principal, now, lease=span),
             )
         except InvalidDecision as refused:
             # the approved args break the tool's schema: the call must never run, so it
@@ -447,6 +503,15 @@ class Service:
                 lambda r, now: refuse_claim(_seen(r, principal), dict(args), principal, now),
             )
             raise InvalidDecision(f"{refused.message}; it is now failed") from None
+
+    async def renew(
+        self, request_id: str, principal: Principal, *, lease: float | None = None
+    ) -> Request:
+        """Extend the lease of a call ``principal`` claimed to ``lease`` seconds from now."""
+        span = DEFAULT_LEASE if lease is None else lease
+        return await self._change(
+            request_id, lambda r, now: renew(_seen(r, principal), principal, now, lease=span)
+        )
 
     async def complete(
         self, request_id: str, principal: Principal, result: JsonValue = None
@@ -483,8 +548,17 @@ class Service:
         return await self._change(request_id, lambda r, now: cancel(r, principal, now, reason))
 
     async def expire_due(self, limit: int = 100) -> int:
-        """Expire every overdue pending request; how many this call expired."""
+        """Expire every overdue pending request and fail every executing call whose lease
+        ended; how many this call changed."""
         count = 0
+        while True:
+            now = self.clock()
+            lapsed = await self.store.lapsed_claims(now, limit)
+            for request in lapsed:
+                if await self._lapse(request, now) is not None:
+                    count += 1
+            if len(lapsed) < limit:
+                break
         while True:
             now = self.clock()
             due = await self.store.due_requests(now, limit)

@@ -175,6 +175,9 @@ class ApprovalRequest(_RequestBase):
     """The arguments the agent proposed."""
     tool_call_id: str | None = None
     """The model's id for this call; with ``session_id`` it makes submit idempotent."""
+    editable: bool = True
+    """Whether a person may approve it with edited arguments; false: as proposed or not at
+    all (e.g. a LangGraph review that does not allow edit)."""
     preview: FilePreview | None = None
     """For a file-writing call: old content, new content and a unified diff."""
     args_schema: dict[str, JsonValue] | None = None
@@ -188,6 +191,9 @@ class ApprovalRequest(_RequestBase):
     """Principal that claimed the call for execution."""
     claimed_at: datetime | None = None
     """When it was claimed."""
+    lease_until: datetime | None = None
+    """When the claim's lease ends: unless the claimant reports or renews before then, the
+    server fails the call (and never runs it again)."""
     result: ExecutionResult | None = None
     """What happened when it ran."""
 

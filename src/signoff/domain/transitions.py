@@ -40,13 +40,18 @@ from signoff.domain.schemas import args_problem
 from signoff.errors import (
     ArgsMismatch,
     InvalidDecision,
+    InvalidRequest,
     InvalidTransition,
     NotAllowed,
 )
 
 __all__ = [
+    "DEFAULT_LEASE",
     "GRANT_TTL",
+    "LEASE_LAPSED",
     "MAX_CLIENT_NAME",
+    "MAX_LEASE",
+    "MIN_LEASE",
     "Change",
     "apply_decision",
     "approved_by_grant",
@@ -56,7 +61,10 @@ __all__ = [
     "expire",
     "finish",
     "is_overdue",
+    "lapse",
+    "lease_ended",
     "refuse_claim",
+    "renew",
     "seen_details",
     "starter_may_approve",
 ]
@@ -66,6 +74,18 @@ MAX_CLIENT_NAME = 200
 
 GRANT_TTL: dict[str, timedelta] = {"session": timedelta(hours=12), "always": timedelta(days=30)}
 """How long a standing grant lasts unless revoked."""
+
+DEFAULT_LEASE = 300.0
+"""Seconds a claim lasts unless the claimant asks for another lease or renews it."""
+
+MIN_LEASE = 1.0
+"""The shortest lease a claim or renewal may ask for, in seconds."""
+
+MAX_LEASE = 3600.0
+"""The longest lease one claim or renewal may ask for; longer calls renew while they run."""
+
+LEASE_LAPSED = "the executor did not report within its lease; not run again"
+"""The error of a call failed by the server because its claim's lease ran out."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,23 @@ def is_overdue(request: Request, now: datetime) -> bool:
     return (
         request.status == "pending" and request.expires_at is not None and request.expires_at <= now
     )
+
+
+def lease_ended(request: Request, now: datetime) -> bool:
+    """Whether an executing call's claimant let its lease run out without reporting."""
+    return (
+        isinstance(request, ApprovalRequest)
+        and request.status == "executing"
+        and request.lease_until is not None
+        and request.lease_until <= now
+    )
+
+
+def _check_lease(lease: float) -> timedelta:
+    # not (a <= x <= b) also refuses NaN
+    if not MIN_LEASE <= lease <= MAX_LEASE:
+        raise InvalidRequest(f"lease must be {MIN_LEASE:g} to {MAX_LEASE:g} seconds")
+    return timedelta(seconds=lease)
 
 
 def seen_details(request: Request) -> dict[str, JsonValue]:
@@ -266,6 +303,10 @@ def _approve(
         return Change(new, _audit("decide", principal.name, request, new, details), decided=True)
     if decision.args_pattern is not None and decision.scope == "once":
         raise InvalidDecision("args_pattern needs scope session or always")
+    if not request.editable and decision.args is not None and decision.args != request.tool_args:
+        raise InvalidDecision(
+            f"request {request.id} may not be edited: approve the call as proposed or reject it"
+        )
     args = decision.args if decision.args is not None else request.tool_args
     problem = args_problem(request.args_schema, args)
     if problem is not None:
@@ -392,9 +433,19 @@ def expire(request: Request, now: datetime) -> Change:
 
 
 def claim(
-    request: Request, args: dict[str, JsonValue], principal: Principal, now: datetime
+    request: Request,
+    args: dict[str, JsonValue],
+    principal: Principal,
+    now: datetime,
+    *,
+    lease: float = DEFAULT_LEASE,
 ) -> Change:
-    """Take an approved call for execution, once, and only with the approved arguments."""
+    """Take an approved call for execution, once, and only with the approved arguments.
+
+    The claim holds for ``lease`` seconds: the claimant reports or renews before then, or
+    the server fails the call (``lapse``).
+    """
+    span = _check_lease(lease)
     if principal.role not in ("agent", "admin"):
         raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
     if not isinstance(request, ApprovalRequest):
@@ -420,13 +471,68 @@ def claim(
             f"request {request.id} must not run: its arguments do not fit the tool's schema "
             f"({problem})"
         )
-    new = _moved(request, "executing", now, claimed_by=principal.name, claimed_at=now)
+    new = _moved(
+        request,
+        "executing",
+        now,
+        claimed_by=principal.name,
+        claimed_at=now,
+        lease_until=now + span,
+    )
     details: dict[str, JsonValue] = {
         "tool_name": request.tool_name,
         "args": args,
         "args_digest": digest,
+        "lease_until": (now + span).isoformat(),
     }
     return Change(new, _audit("claim", principal.name, request, new, details))
+
+
+def renew(
+    request: Request, principal: Principal, now: datetime, *, lease: float = DEFAULT_LEASE
+) -> Change:
+    """Extend a claim's lease to ``lease`` seconds from now: its claimant only, while it holds."""
+    span = _check_lease(lease)
+    if principal.role not in ("agent", "admin"):
+        raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
+    if not isinstance(request, ApprovalRequest) or request.status != "executing":
+        raise InvalidTransition(
+            f"request {request.id} is {request.status}; only an executing call has a lease",
+            status=request.status,
+        )
+    if principal.name != request.claimed_by:
+        raise NotAllowed(
+            f"request {request.id} was claimed by {request.claimed_by}; only they renew its lease"
+        )
+    if lease_ended(request, now):
+        raise InvalidTransition(
+            f"the lease of request {request.id} has ended", status=request.status
+        )
+    new = _moved(request, "executing", now, lease_until=now + span)
+    details: dict[str, JsonValue] = {"lease_until": (now + span).isoformat()}
+    return Change(new, _audit("renew", principal.name, request, new, details))
+
+
+def lapse(request: Request, now: datetime) -> Change:
+    """Fail an executing call whose claimant let the lease run out; it is never run again."""
+    if not lease_ended(request, now):
+        raise InvalidTransition(
+            f"request {request.id} holds its lease or is not executing", status=request.status
+        )
+    assert isinstance(request, ApprovalRequest) and request.lease_until is not None
+    outcome = ExecutionResult(
+        ok=False, result=None, error=LEASE_LAPSED, reported_by="system", reported_at=now
+    )
+    new = _moved(request, "failed", now, result=outcome)
+    details: dict[str, JsonValue] = {
+        "ok": False,
+        "result": None,
+        "error": LEASE_LAPSED,
+        "via": "lease",
+        "claimed_by": request.claimed_by,
+        "lease_until": request.lease_until.isoformat(),
+    }
+    return Change(new, _audit("fail", "system", request, new, details))
 
 
 def refuse_claim(

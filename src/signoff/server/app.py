@@ -16,7 +16,7 @@ from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul, refuse_unstorable
-from signoff.domain.transitions import MAX_CLIENT_NAME, check_may_decide
+from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE, check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.preview_root import PreviewRoot
@@ -25,6 +25,7 @@ from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
 from signoff.server.limits import BodyLimit, NoNulInUrl
 from signoff.server.links import links_from
+from signoff.server.shutdown import Shutdown
 from signoff.server.tasks import tasks_router
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
@@ -57,9 +58,18 @@ class BatchDecision(_Body):
 
 
 class ClaimBody(_Body):
-    """The arguments about to run."""
+    """The arguments about to run, and how long the claim holds without a report."""
 
     args: dict[str, JsonValue]
+    lease: float | None = Field(default=None, ge=MIN_LEASE, le=MAX_LEASE)
+    """Seconds until the server fails the call unless it is reported or renewed (300)."""
+
+
+class LeaseBody(_Body):
+    """How long a renewed claim holds from now."""
+
+    lease: float | None = Field(default=None, ge=MIN_LEASE, le=MAX_LEASE)
+    """Seconds from now (300)."""
 
 
 class ResultBody(_Body):
@@ -188,20 +198,41 @@ def api_router() -> APIRouter:
     @router.get("/requests/{request_id}/wait", responses=links_from(200))
     async def wait(
         request_id: str,
+        request: Request,
         service: ServiceDep,
         caller: Caller,
         timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0,
     ) -> dict[str, Any]:
-        """Long poll: returns once the request is no longer pending, or after ``timeout``."""
-        return _dump(await service.wait(request_id, timeout, caller))
+        """Long poll: returns once the request is no longer pending, or after ``timeout``.
+
+        A server that is shutting down answers 503 ``ServerStopping`` with ``Retry-After``.
+        """
+        stopping: Shutdown = request.app.state.shutdown
+        return _dump(await stopping.unless_stopping(service.wait(request_id, timeout, caller)))
 
     @router.post("/requests/{request_id}/claim", responses=links_from(200))
     async def claim(
         request_id: str, body: ClaimBody, service: ServiceDep, caller: Caller
     ) -> dict[str, Any]:
-        """Take an approved call for execution: once, with the approved args only."""
+        """Take an approved call for execution: once, with the approved args only.
+
+        The claim holds for ``lease`` seconds (300 unless given); a call neither reported
+        nor renewed by then is failed by the server and never run again.
+        """
         await service.get(request_id, caller)
-        return _dump(await service.claim(request_id, body.args, caller))
+        return _dump(await service.claim(request_id, body.args, caller, lease=body.lease))
+
+    @router.post("/requests/{request_id}/lease", responses=links_from(200))
+    async def renew_lease(
+        request_id: str,
+        service: ServiceDep,
+        caller: Caller,
+        body: LeaseBody | None = None,
+    ) -> dict[str, Any]:
+        """Renew the lease of a call the caller claimed: it holds ``lease`` seconds from now."""
+        await service.get(request_id, caller)
+        lease = body.lease if body is not None else None
+        return _dump(await service.renew(request_id, caller, lease=lease))
 
     @router.post("/requests/{request_id}/result", responses=links_from(200))
     async def result(
@@ -431,6 +462,7 @@ def create_app(
     app.state.service = service
     install_error_handlers(app)
     app.state.heartbeat = heartbeat
+    app.state.shutdown = Shutdown()
     app.state.public_url = public_url
     app.state.allow_private_webhooks = allow_private_webhooks
     app.include_router(api_router())

@@ -21,6 +21,7 @@ _BY_ID: dict[str, tuple[str, str]] = {
     "DecideRequest": ("post", "/requests/{request_id}/decision"),
     "WaitForRequest": ("get", "/requests/{request_id}/wait"),
     "ClaimRequest": ("post", "/requests/{request_id}/claim"),
+    "RenewLease": ("post", "/requests/{request_id}/lease"),
     "ReportResult": ("post", "/requests/{request_id}/result"),
     "CancelRequest": ("post", "/requests/{request_id}/cancel"),
     "ResumeTask": ("post", "/resume/{request_id}"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -18,7 +19,7 @@ from signoff.domain.audit import AuditDraft, AuditEntry, LogCoverage
 from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.principals import TokenRecord
-from signoff.domain.requests import Request, RequestKind, Status
+from signoff.domain.requests import ApprovalRequest, Request, RequestKind, Status
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
@@ -36,6 +37,7 @@ __all__ = [
     "decode_cursor",
     "encode_cursor",
     "from_micros",
+    "lapsed_among",
     "to_micros",
 ]
 
@@ -128,6 +130,26 @@ def from_micros(us: int) -> datetime:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
+def lapsed_among(executing: Iterable[Request], now: datetime, limit: int) -> list[Request]:
+    """Of executing requests, those whose claim's lease ended by ``now``, oldest lease first.
+
+    Few calls execute at once, so the stores read them by status and leave the lease to this.
+    """
+    lapsed = sorted(
+        (
+            r
+            for r in executing
+            if isinstance(r, ApprovalRequest)
+            and r.status == "executing"
+            and r.lease_until is not None
+            and r.lease_until <= now
+        ),
+        key=lambda r: (r.lease_until or now, r.id),
+    )
+    chosen: list[Request] = [*lapsed[:limit]]
+    return chosen
+
+
 def encode_cursor(created_us: int, request_id: str) -> str:
     """An opaque keyset cursor after the row (created_us, request_id)."""
     raw = f"{created_us}|{request_id}".encode()
@@ -183,6 +205,9 @@ class Store(Protocol):
 
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests whose expiry is at or before ``now``, oldest expiry first."""
+
+    async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Executing calls whose claim's lease ended at or before ``now``, oldest first."""
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant with this id, or None."""

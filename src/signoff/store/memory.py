@@ -29,6 +29,7 @@ from signoff.store.base import (
     Write,
     decode_cursor,
     encode_cursor,
+    lapsed_among,
     to_micros,
 )
 
@@ -208,6 +209,10 @@ class MemoryStore:
         ]
         due.sort(key=lambda r: (r.expires_at, r.id))
         return due[:limit]
+
+    async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Executing calls whose claim's lease ended, oldest lease first."""
+        return lapsed_among(self._requests.values(), now, limit)
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant, or None."""

@@ -47,6 +47,7 @@ from signoff.store.base import (
     Write,
     decode_cursor,
     encode_cursor,
+    lapsed_among,
     to_micros,
 )
 from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
@@ -338,6 +339,12 @@ class PostgresStore:
             limit,
         )
         return [RequestAdapter.validate_json(r[0]) for r in rows]
+
+    async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Executing calls whose claim's lease ended, oldest lease first."""
+        # the status index finds the few calls executing at once
+        rows = await self._fetch("SELECT data FROM requests WHERE status = 'executing'")
+        return lapsed_among((RequestAdapter.validate_json(r[0]) for r in rows), now, limit)
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant, or None."""

@@ -52,6 +52,7 @@ from signoff.store.base import (
     Write,
     decode_cursor,
     encode_cursor,
+    lapsed_among,
     to_micros,
 )
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
@@ -397,6 +398,16 @@ class SQLiteStore:
                 (to_micros(now), limit),
             ).fetchall()
             return [RequestAdapter.validate_json(r[0]) for r in rows]
+
+        return await self._read(q)
+
+    async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
+        """Executing calls whose claim's lease ended, oldest lease first."""
+
+        def q(conn: sqlite3.Connection) -> list[Request]:
+            # the status index finds the few calls executing at once
+            rows = conn.execute("SELECT data FROM requests WHERE status = 'executing'").fetchall()
+            return lapsed_among((RequestAdapter.validate_json(r[0]) for r in rows), now, limit)
 
         return await self._read(q)
 
