@@ -69,8 +69,8 @@ async def test_a_waiting_get_wakes_on_publish_and_times_out_when_idle() -> None:
 async def test_follower_publishes_what_another_process_wrote(tmp_path: Path) -> None:
     """Events committed through a second store on the same file reach this process's bus once."""
     path = tmp_path / "signoff.db"
-    here = Service(SQLiteStore(path), read_file=None)
-    there = Service(SQLiteStore(path), read_file=None)
+    here = Service(SQLiteStore(path), read_file=None, follow=False)  # this test's follower
+    there = Service(SQLiteStore(path), read_file=None, follow=False)
     async with here, there:
         follower = EventLogFollower(here.store, here.bus, interval=0.01)
         await follower.start()
@@ -89,3 +89,73 @@ async def test_follower_publishes_what_another_process_wrote(tmp_path: Path) -> 
         await follower.stop()
         subscription.close()
     assert seen == [("created", local.id), ("created", remote.id), ("decided", local.id)]
+
+
+async def test_publishing_a_seq_twice_delivers_it_once() -> None:
+    """The bus delivers each seq once, whether the service or a follower publishes it first."""
+    service = memory_service()
+    subscription = service.bus.subscribe()
+    await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+    logged = await service.store.list_events()
+    await service.bus.publish(logged)  # a follower that read the commit before it was published
+    first = subscription.get_nowait()
+    assert first is not None and first.seq == logged[0].seq
+    assert subscription.get_nowait() is None
+    subscription.close()
+
+
+async def test_a_service_on_a_shared_file_follows_other_processes_itself(tmp_path: Path) -> None:
+    """Service(SQLiteStore(file)) wakes wait() for a decision another process commits."""
+    path = tmp_path / "signoff.db"
+    async with Service(SQLiteStore(path), read_file=None) as here:
+        assert here.follower is not None
+        request = (await here.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+        waiting = asyncio.create_task(here.wait(request.id, 30))
+        await asyncio.sleep(0.05)
+        loop = asyncio.get_running_loop()
+        async with Service(SQLiteStore(path), read_file=None, follow=False) as there:
+            await there.decide(request.id, {"type": "approve"}, APPROVER)
+            decided_at = loop.time()
+        decided = await asyncio.wait_for(waiting, 5)
+        assert decided.status == "approved"
+        assert loop.time() - decided_at < 1.0  # tailed every 0.2 s, not the 30 s timeout
+
+
+async def test_a_following_service_delivers_its_own_events_once(tmp_path: Path) -> None:
+    """While its follower tails the log, each of the service's own commits arrives once."""
+    async with Service(SQLiteStore(tmp_path / "signoff.db"), read_file=None) as service:
+        assert service.follower is not None
+        subscription = service.bus.subscribe()
+        made = [
+            (await service.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request
+            for n in range(5)
+        ]
+        for request in made:
+            await service.decide(request.id, {"type": "reject", "reason": "no"}, APPROVER)
+        await asyncio.sleep(0.5)  # at least two polls of the follower
+        seen = []
+        while (event := subscription.get_nowait()) is not None:
+            seen.append(event.seq)
+        subscription.close()
+    assert seen == sorted(set(seen)) and len(seen) == 10
+
+
+async def test_following_is_automatic_only_for_shared_stores_and_ends_on_close(
+    tmp_path: Path,
+) -> None:
+    """Memory stores and follow=False have no follower; close() stops the one a file starts."""
+    memory = memory_service()
+    await memory.open()
+    assert memory.follower is None
+    await memory.close()
+    async with Service(SQLiteStore(tmp_path / "off.db"), follow=False) as off:
+        assert off.follower is None
+    service = Service(SQLiteStore(tmp_path / "on.db"))
+    await service.open()
+    await service.open()  # opening again starts no second follower
+    assert service.follower is not None
+    following = [t for t in asyncio.all_tasks() if t.get_name() == "signoff-event-follower"]
+    assert len(following) == 1
+    await service.close()
+    assert service.follower is None
+    assert following[0].done()

@@ -11,20 +11,24 @@ from signoff.testing import AGENT, APPROVER
 from tests.conftest import pg_execute
 
 
-async def node(dsn: str) -> Service:
+async def node(dsn: str, *, follow: bool | None = None) -> Service:
     """One server's service on the shared database, with its own bus."""
     from signoff.store.postgres import PostgresStore
 
-    service = Service(PostgresStore(dsn), bus=LocalBus(), read_file=None)
+    service = Service(PostgresStore(dsn), bus=LocalBus(), read_file=None, follow=follow)
     await service.open()
     return service
 
 
 async def test_wait_on_one_node_wakes_when_another_decides(pg_database: str) -> None:
-    """A decision committed by node B wakes a wait() on node A within moments, via NOTIFY."""
-    a, b = await node(pg_database), await node(pg_database)
-    follower = follower_for(a.store, a.bus)
-    await follower.start()
+    """A decision committed by node B wakes a wait() on node A within moments, via NOTIFY.
+
+    Node A is a plain in-process Service: it LISTENs by itself, as it does on a SQLite file.
+    """
+    from signoff.bus.postgres import PostgresEventFollower
+
+    a, b = await node(pg_database), await node(pg_database, follow=False)
+    assert isinstance(a.follower, PostgresEventFollower)
     try:
         request = (await a.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
         waiting = asyncio.create_task(a.wait(request.id, 20))
@@ -37,7 +41,6 @@ async def test_wait_on_one_node_wakes_when_another_decides(pg_database: str) -> 
         # woken by the notification, well before the 2 s safety poll would have
         assert loop.time() - started < 1.5
     finally:
-        await follower.stop()
         await a.close()
         await b.close()
 
@@ -46,7 +49,7 @@ async def test_a_killed_listening_connection_reconnects_and_misses_nothing(
     pg_database: str,
 ) -> None:
     """pg_terminate_backend on the LISTEN connection: it reconnects and catches up from the log."""
-    a, b = await node(pg_database), await node(pg_database)
+    a, b = await node(pg_database, follow=False), await node(pg_database, follow=False)
     follower = follower_for(a.store, a.bus)
     await follower.start()
     subscription = a.bus.subscribe()

@@ -1,8 +1,10 @@
 """Brings events written by other processes onto this process's bus.
 
-Several processes may share one SQLite file (a server and CLI commands). Each publishes
-its own commits on its own bus; a follower reads the shared event log for what others
-wrote, so ``wait`` and ``watch`` here wake up for decisions made elsewhere.
+Several processes may share one SQLite file (a server, CLI commands, an agent holding a
+``Service`` in process) or one PostgreSQL database. Each publishes its own commits on its
+own bus; a follower reads the shared event log for what others wrote, so ``wait`` and
+``watch`` here wake up for decisions made elsewhere. A :class:`~signoff.service.Service`
+on a shared store starts one itself (see :func:`shared`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import contextlib
 
 from signoff.bus.local import EventBus
 from signoff.store.base import Store
+from signoff.store.memory import MemoryStore
 
-__all__ = ["EventLogFollower", "follower_for"]
+__all__ = ["EventLogFollower", "follower_for", "shared"]
 
 
 class EventLogFollower:
@@ -55,6 +58,11 @@ class EventLogFollower:
         while True:
             await self.poll_once()
             await asyncio.sleep(self._interval)
+
+
+def shared(store: Store) -> bool:
+    """Whether other processes may write to ``store``: a database, not the in-memory store."""
+    return not isinstance(store, MemoryStore)
 
 
 def follower_for(store: Store, bus: EventBus) -> EventLogFollower:

@@ -142,8 +142,14 @@ class LocalBus:
         self._recent_set: set[int] = set()
 
     async def publish(self, events: Sequence[Event]) -> None:
-        """Offer each event to every subscriber, in order."""
+        """Offer each event to every subscriber, in order; a seq published already is skipped.
+
+        The skip makes delivery once per seq: a follower may read one of this process's
+        commits from the log in the moment before the service that made it publishes it.
+        """
         for event in events:
+            if event.seq in self._recent_set:
+                continue
             self._remember(event.seq)
             for subscription in list(self._subscribers):
                 subscription.offer(event)

@@ -17,7 +17,6 @@ import typer
 from pydantic import JsonValue
 from rich.console import Console
 
-from signoff.bus.follower import follower_for
 from signoff.cli.safe_text import visible
 from signoff.config import default_db_url, local_user, open_store
 from signoff.domain.policies import Policy
@@ -82,28 +81,24 @@ async def open_service(
     db: str | None,
     *,
     follow: bool = False,
-    since: int | None = None,
     policy: Policy | None = None,
     read_file: FileReader | None = None,
 ) -> AsyncIterator[Service]:
     """The service on ``--db`` with ``policy`` (default: the tools.toml files).
 
-    ``follow`` also publishes events other processes write, from ``since`` (a seq) if given.
+    ``follow`` also publishes events other processes write (the service's own follower);
+    a one-shot command leaves it off.
     Diff previews read files only through ``read_file`` (default: none are read, as a
     server must; a command filing its own requests in this process may pass a reader).
     """
     chosen = policy if policy is not None else Policy.load()
-    service = Service(open_store(db or default_db_url()), policy=chosen, read_file=read_file)
+    store = open_store(db or default_db_url())
+    service = Service(store, policy=chosen, read_file=read_file, follow=follow)
     await service.open()
-    follower = follower_for(service.store, service.bus) if follow else None
     try:
         await service.expire_due()
-        if follower is not None:
-            await follower.start(since)
         yield service
     finally:
-        if follower is not None:
-            await follower.stop()
         await service.close()
 
 
