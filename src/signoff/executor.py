@@ -30,6 +30,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from signoff.backends import Backend
 from signoff.domain.events import Event
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.transitions import DEFAULT_LEASE
 from signoff.errors import InvalidRequest, InvalidTransition, RequestNotFound, SignoffError
 from signoff.store.base import RequestQuery
 
@@ -136,7 +137,9 @@ class Executor:
     ``run_once`` processes what is approved now; ``run`` (or ``async with``) keeps going,
     woken by events and polling every ``poll`` seconds, until ``stop``. ``session_id``
     limits it to one agent session; ``on_finished`` is called with each request it ran,
-    as completed or failed.
+    as completed or failed. Each claim holds ``lease`` seconds, renewed every third of
+    that while the call runs, so a worker that dies leaves no call executing for long: the
+    server fails it, and nobody runs it again.
     """
 
     def __init__(
@@ -147,12 +150,14 @@ class Executor:
         session_id: str | None = None,
         poll: float = 1.0,
         on_finished: Callable[[Request], object] | None = None,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         self.backend = backend
         self.registry = registry
         self.session_id = session_id
         self.poll = poll
         self.on_finished = on_finished
+        self.lease = lease
         self._queue: asyncio.Queue[ApprovalRequest | None] = asyncio.Queue()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
@@ -193,11 +198,11 @@ class Executor:
         self.registry.get(request.tool_name)  # refuse before claiming what cannot run
         args = request.approved_args if request.approved_args is not None else request.tool_args
         try:
-            await self.backend.claim(request.id, args)
+            await self.backend.claim(request.id, args, lease=self.lease)
         except (InvalidTransition, RequestNotFound):
             return None  # claimed (or finished) by someone else: theirs to run
         try:
-            value = await self.registry.call(request.tool_name, args)
+            value = await self._call_leased(request, args)
         except asyncio.CancelledError:
             with contextlib.suppress(SignoffError):
                 await self._report(request.id, ok=False, detail=_STOPPED)
@@ -209,6 +214,27 @@ class Executor:
         if self.on_finished is not None:
             self.on_finished(finished)
         return finished
+
+    async def _call_leased(self, request: ApprovalRequest, args: Mapping[str, JsonValue]) -> Any:
+        """Run the claimed call, renewing its lease while it runs."""
+        heartbeat = asyncio.create_task(self._renew(request.id), name="signoff-executor-lease")
+        try:
+            return await self.registry.call(request.tool_name, args)
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+
+    async def _renew(self, request_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.backend.renew(request_id, lease=self.lease)
+            except (InvalidTransition, RequestNotFound) as exc:
+                # the lease ended (the server failed the call) or the call is over
+                logger.warning("signoff executor: lease of %s: %s", request_id, exc.message)
+                return
+            except SignoffError as exc:  # e.g. the server restarting: try again in a while
+                logger.warning("signoff executor: lease of %s: %s", request_id, exc.message)
 
     async def _report(self, request_id: str, *, ok: bool, detail: JsonValue) -> Request:
         if ok:
