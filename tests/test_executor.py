@@ -18,7 +18,7 @@ from signoff.backends import Backend, LocalBackend
 from signoff.bus.local import LocalBus
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.errors import InvalidRequest
+from signoff.errors import InvalidDecision, InvalidRequest
 from signoff.executor import Executor, ToolRegistry, error_text, jsonable
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
@@ -222,14 +222,119 @@ async def test_a_tool_exception_fails_the_call_and_the_worker_goes_on(
 
 
 async def test_a_tool_called_with_wrong_args_fails_instead_of_crashing(sides: Sides) -> None:
-    """Args the function does not accept end the call failed with the TypeError."""
+    """Args a signature without a schema does not accept end the call failed with the
+    TypeError."""
     tools = ToolRegistry()
-    tools.add("takes_x", lambda x: x)
+
+    def takes_x(x: object, /) -> object:  # positional-only: no schema to check first
+        return x
+
+    tools.add("takes_x", takes_x)
+    assert tools.schema("takes_x") is None
     request_id = await approved(sides, "takes_x", {"y": 1})
     assert await Executor(sides.agent, tools).run_once() == 1
     failed = approval(await sides.agent.get(request_id))
     assert failed.status == "failed"
     assert failed.result is not None and (failed.result.error or "").startswith("TypeError: ")
+
+
+def shell_tools(ran: list[object]) -> ToolRegistry:
+    """A registry with a ``shell(command: str)`` that records each command it runs."""
+    tools = ToolRegistry()
+
+    @tools.tool
+    def shell(command: str) -> str:
+        ran.append(command)
+        return "ok"
+
+    return tools
+
+
+async def test_an_edit_that_breaks_the_tools_schema_is_422_and_stays_pending(
+    sides: Sides,
+) -> None:
+    """The issue's example: a queued shell call edited to ["rm", "-rf", "/"] and approved is
+    refused (422 over HTTP) and stays pending; nothing runs."""
+    ran: list[object] = []
+    tools = shell_tools(ran)
+    body = {
+        "session_id": "s",
+        "tool_name": "shell",
+        "tool_args": {"command": "ls"},
+        "args_schema": tools.schema("shell"),
+    }
+    request_id = (await sides.agent.submit(body)).request.id
+    edit = {"type": "approve", "args": {"command": ["rm", "-rf", "/"]}}
+    with pytest.raises(InvalidDecision, match=r"args/command: \['rm', '-rf', '/'\] is not of"):
+        await sides.person.decide(request_id, edit)
+    assert (await sides.agent.get(request_id)).status == "pending"
+    assert await Executor(sides.agent, tools).run_once() == 0
+    await sides.person.decide(request_id, {"type": "approve", "args": {"command": "pwd"}})
+    assert await Executor(sides.agent, tools).run_once() == 1
+    assert ran == ["pwd"]
+
+
+async def test_a_call_without_schema_that_breaks_the_registrys_is_failed_unrun(
+    sides: Sides,
+) -> None:
+    """A request sent without args_schema, edited to break the tool's signature, is reported
+    failed by the executor whose registry knows the schema; the tool is never called."""
+    ran: list[object] = []
+    tools = shell_tools(ran)
+    request_id = await approved(sides, "shell", {"command": "ls"}, edit={"command": ["rm"]})
+    finished: list[Request] = []
+    assert await Executor(sides.agent, tools, on_finished=finished.append).run_once() == 1
+    failed = approval(await sides.agent.get(request_id))
+    assert failed.status == "failed"
+    assert failed.result is not None
+    assert "args/command" in (failed.result.error or "")
+    assert [r.status for r in finished] == ["failed"]
+    assert ran == []
+
+
+async def test_a_claim_of_args_that_break_the_requests_schema_fails_it_unrun(
+    sides: Sides,
+) -> None:
+    """A call approved at submit by a standing grant with args that break the schema it
+    carries is refused at claim and failed by signoff; the tool never runs."""
+    ran: list[object] = []
+    tools = ToolRegistry()
+    tools.add("shell", lambda **kw: ran.append(kw), schema={"type": "object"})  # no check
+    schema: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"command": {"type": "string"}},
+        "required": ["command"],
+    }
+    first = {"session_id": "s", "tool_name": "shell", "tool_args": {"command": "ls"}}
+    first_id = (await sides.agent.submit({**first, "args_schema": schema})).request.id
+    await sides.person.decide(first_id, {"type": "approve", "scope": "session"})
+    second = {**first, "tool_args": {"command": ["rm", "-rf", "/"]}, "args_schema": schema}
+    submitted = (await sides.agent.submit(second)).request
+    assert submitted.status == "approved"  # by the grant, before anyone saw it
+    with pytest.raises(InvalidDecision, match="must not run"):
+        await sides.agent.claim(submitted.id, {"command": ["rm", "-rf", "/"]})
+    failed = approval(await sides.agent.get(submitted.id))
+    assert failed.status == "failed"
+    assert failed.result is not None and "not run" in (failed.result.error or "")
+    trail = [e.action for e in await sides.service.audit(submitted.id)]
+    assert trail[-1] == "fail"
+    assert "claim" not in trail
+    assert await Executor(sides.agent, tools).run_once() == 1  # the first call only
+    assert ran == [{"command": "ls"}]
+
+
+async def test_args_outside_the_signature_are_failed_and_never_run(sides: Sides) -> None:
+    """Args the tool's signature does not describe are reported failed; the tool never runs."""
+    ran: list[object] = []
+    tools = ToolRegistry()
+    tools.add("takes_x", lambda x: ran.append(x))
+    request_id = await approved(sides, "takes_x", {"y": 1})
+    assert await Executor(sides.agent, tools).run_once() == 1
+    failed = approval(await sides.agent.get(request_id))
+    assert failed.status == "failed"
+    assert failed.result is not None
+    assert (failed.result.error or "").startswith("not run: the arguments do not fit")
+    assert ran == []
 
 
 async def test_a_result_that_is_not_json_is_recorded_as_text(sides: Sides) -> None:

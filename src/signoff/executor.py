@@ -22,19 +22,33 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
-from typing import Any, Self, TypeGuard, TypeVar, overload
+from typing import Any, Literal, Self, TypeGuard, TypeVar, get_type_hints, overload
 
-from pydantic import JsonValue
+from pydantic import ConfigDict, JsonValue, create_model
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from signoff.backends import Backend
 from signoff.domain.events import Event
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.schemas import args_problem, check_args_schema
 from signoff.domain.transitions import DEFAULT_LEASE
-from signoff.errors import InvalidRequest, InvalidTransition, RequestNotFound, SignoffError
+from signoff.errors import (
+    InvalidDecision,
+    InvalidRequest,
+    InvalidTransition,
+    RequestNotFound,
+    SignoffError,
+)
 from signoff.store.base import RequestQuery
 
-__all__ = ["Executor", "ToolFunction", "ToolRegistry", "error_text", "jsonable"]
+__all__ = [
+    "Executor",
+    "ToolFunction",
+    "ToolRegistry",
+    "error_text",
+    "jsonable",
+    "signature_schema",
+]
 
 ToolFunction = Callable[..., Any]
 """A tool's implementation: sync or async, takes the tool's args as keyword arguments."""
@@ -49,37 +63,74 @@ _STOPPED = "the worker stopped during the call; whether it finished is unknown"
 
 
 class ToolRegistry:
-    """Tool names mapped to the functions that run them."""
+    """Tool names mapped to the functions that run them, and their arguments' JSON Schemas.
+
+    A tool's schema is the one given to ``add``/``tool`` (``schema=``), else the one its
+    signature describes (pydantic's reading of the annotated parameters), else none. Calls
+    whose arguments do not fit it are reported failed by the executor and never run.
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolFunction] = {}
+        self._schemas: dict[str, dict[str, JsonValue] | None] = {}
 
     @overload
     def tool(self, fn: F, /) -> F: ...
     @overload
-    def tool(self, fn: None = None, /, *, name: str | None = None) -> Callable[[F], F]: ...
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        schema: Mapping[str, JsonValue] | None = None,
+    ) -> Callable[[F], F]: ...
 
-    def tool(self, fn: ToolFunction | None = None, /, *, name: str | None = None) -> Any:
+    def tool(
+        self,
+        fn: ToolFunction | None = None,
+        /,
+        *,
+        name: str | None = None,
+        schema: Mapping[str, JsonValue] | None = None,
+    ) -> Any:
         """Register a function under its own name, or ``name``: ``@registry.tool(name="x")``."""
         if fn is not None:
             self.add(fn.__name__, fn)
             return fn
 
         def register(func: F) -> F:
-            self.add(name if name is not None else func.__name__, func)
+            self.add(name if name is not None else func.__name__, func, schema=schema)
             return func
 
         return register
 
-    def add(self, name: str, fn: ToolFunction) -> None:
-        """Register ``fn`` as the implementation of tool ``name``."""
+    def add(
+        self, name: str, fn: ToolFunction, *, schema: Mapping[str, JsonValue] | None = None
+    ) -> None:
+        """Register ``fn`` as the implementation of tool ``name``.
+
+        ``schema`` is the JSON Schema its arguments must fit; by default, what the
+        function's annotated signature says (none for a function taking ``**kwargs`` only).
+        """
         if not name or not name.strip():
             raise InvalidRequest("a tool needs a name")
         if not callable(fn):
             raise InvalidRequest(f"tool {name!r} must be a function, not {type(fn).__name__}")
         if name in self._tools:
             raise InvalidRequest(f"tool {name!r} is already registered")
+        if schema is not None:
+            try:
+                check_args_schema(schema)
+            except ValueError as exc:
+                raise InvalidRequest(f"tool {name!r}: {exc}") from None
         self._tools[name] = fn
+        self._schemas[name] = dict(schema) if schema is not None else signature_schema(fn)
+
+    def schema(self, name: str) -> dict[str, JsonValue] | None:
+        """The JSON Schema tool ``name``'s arguments must fit, if known."""
+        self.get(name)
+        return self._schemas.get(name)
 
     def get(self, name: str) -> ToolFunction:
         """The implementation of tool ``name``; InvalidRequest naming the known tools if none."""
@@ -114,6 +165,43 @@ class ToolRegistry:
         if inspect.isawaitable(value):  # e.g. a partial of an async function
             value = await value
         return value
+
+
+def signature_schema(fn: ToolFunction) -> dict[str, JsonValue] | None:
+    """The JSON Schema of ``fn``'s keyword arguments, from its annotations; None if unclear.
+
+    Parameters without annotations accept anything; ``**kwargs`` allows other names; a
+    signature pydantic cannot describe (positional-only or ``*args`` parameters, types
+    without a JSON Schema) gives None: the call is not checked beyond what the tool does.
+    """
+    try:
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn)
+    except (TypeError, ValueError, NameError):
+        return None
+    fields: dict[str, Any] = {}
+    extra: Literal["allow", "forbid"] = "forbid"
+    for param in signature.parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
+            return None
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    if not fields and extra == "allow":
+        return None
+    try:
+        model = create_model(
+            "ToolArgs",
+            __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True),
+            **fields,
+        )
+        schema: dict[str, JsonValue] = model.model_json_schema()
+        check_args_schema(schema)
+    except Exception:  # a signature pydantic cannot describe is not checked
+        return None
+    return schema
 
 
 def jsonable(value: Any) -> JsonValue:
@@ -197,10 +285,26 @@ class Executor:
         """
         self.registry.get(request.tool_name)  # refuse before claiming what cannot run
         args = request.approved_args if request.approved_args is not None else request.tool_args
+        problem = args_problem(self.registry.schema(request.tool_name), args)
         try:
             await self.backend.claim(request.id, args, lease=self.lease)
         except (InvalidTransition, RequestNotFound):
             return None  # claimed (or finished) by someone else: theirs to run
+        except InvalidDecision:
+            # the args break the schema the request carries: signoff failed it, unrun
+            refused = await self.backend.get(request.id)
+            if self.on_finished is not None:
+                self.on_finished(refused)
+            return refused
+        if problem is not None:
+            finished = await self._report(
+                request.id,
+                ok=False,
+                detail=f"not run: the arguments do not fit the tool's schema ({problem})",
+            )
+            if self.on_finished is not None:
+                self.on_finished(finished)
+            return finished
         try:
             value = await self._call_leased(request, args)
         except asyncio.CancelledError:

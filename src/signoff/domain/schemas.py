@@ -119,7 +119,7 @@ def args_problem(
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
     except RecursionError:
         return "the tool's schema cannot be applied: it refers to itself without end"
-    except Exception as exc:
+    except Exception as exc:  # any failure to apply the schema fails closed
         return f"the tool's schema cannot be applied: {_line(str(exc))}"
     if error is None:
         return None
