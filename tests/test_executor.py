@@ -21,6 +21,7 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidDecision, InvalidRequest
 from signoff.executor import Executor, ToolRegistry, error_text, jsonable
 from signoff.service import Service
+from signoff.store.base import Write
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import ADMIN, AGENT, APPROVER, memory_service
 from tests.integrations import conftest as integrations
@@ -292,35 +293,33 @@ async def test_a_call_without_schema_that_breaks_the_registrys_is_failed_unrun(
     assert ran == []
 
 
-async def test_a_claim_of_args_that_break_the_requests_schema_fails_it_unrun(
+async def test_a_claim_of_an_edit_that_breaks_the_requests_schema_fails_it_unrun(
     sides: Sides,
 ) -> None:
-    """A call approved at submit by a standing grant with args that break the schema it
-    carries is refused at claim and failed by signoff; the tool never runs."""
+    """A call approved with an edit its schema refuses (stored by an older signoff that did
+    not check) is refused at claim and failed by signoff; the tool never runs."""
     ran: list[object] = []
     tools = ToolRegistry()
     tools.add("shell", lambda **kw: ran.append(kw), schema={"type": "object"})  # no check
+    bad: dict[str, JsonValue] = {"command": ["rm", "-rf", "/"]}
+    request_id = await approved(sides, "shell", {"command": "ls"}, edit=bad)
+    stored = approval(await sides.service.get(request_id))
     schema: dict[str, JsonValue] = {
         "type": "object",
         "properties": {"command": {"type": "string"}},
-        "required": ["command"],
     }
-    first = {"session_id": "s", "tool_name": "shell", "tool_args": {"command": "ls"}}
-    first_id = (await sides.agent.submit({**first, "args_schema": schema})).request.id
-    await sides.person.decide(first_id, {"type": "approve", "scope": "session"})
-    second = {**first, "tool_args": {"command": ["rm", "-rf", "/"]}, "args_schema": schema}
-    submitted = (await sides.agent.submit(second)).request
-    assert submitted.status == "approved"  # by the grant, before anyone saw it
+    older = stored.model_copy(update={"args_schema": schema, "version": stored.version + 1})
+    await sides.service.store.commit(Write(at=stored.updated_at, update=older))
     with pytest.raises(InvalidDecision, match="must not run"):
-        await sides.agent.claim(submitted.id, {"command": ["rm", "-rf", "/"]})
-    failed = approval(await sides.agent.get(submitted.id))
+        await sides.agent.claim(request_id, bad)
+    failed = approval(await sides.agent.get(request_id))
     assert failed.status == "failed"
     assert failed.result is not None and "not run" in (failed.result.error or "")
-    trail = [e.action for e in await sides.service.audit(submitted.id)]
+    trail = [e.action for e in await sides.service.audit(request_id)]
     assert trail[-1] == "fail"
     assert "claim" not in trail
-    assert await Executor(sides.agent, tools).run_once() == 1  # the first call only
-    assert ran == [{"command": "ls"}]
+    assert await Executor(sides.agent, tools).run_once() == 0
+    assert ran == []
 
 
 async def test_args_outside_the_signature_are_failed_and_never_run(sides: Sides) -> None:

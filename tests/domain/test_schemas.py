@@ -12,7 +12,12 @@ from pydantic import JsonValue, ValidationError
 from signoff.domain.decisions import Approve
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest
-from signoff.domain.schemas import MAX_SCHEMA_BYTES, args_problem, check_args_schema
+from signoff.domain.schemas import (
+    MAX_SCHEMA_BYTES,
+    args_problem,
+    check_args_schema,
+    sendable_schema,
+)
 from signoff.domain.submission import NewRequest, build_request
 from signoff.domain.transitions import apply_decision, claim, refuse_claim
 from signoff.errors import ArgsMismatch, InvalidDecision, InvalidTransition
@@ -122,11 +127,37 @@ def test_approving_an_edit_that_breaks_the_schema_is_refused() -> None:
         apply_decision(shell_call(), Approve(args={"command": ["rm", "-rf", "/"]}), ALICE, NOW)
 
 
-def test_approving_proposed_args_that_break_the_schema_is_refused() -> None:
-    """Proposed args that break the schema cannot be approved as they are."""
+def test_the_agents_own_proposal_is_not_checked() -> None:
+    """Approving the proposal as it is never meets the schema (its framework validates it);
+    an edit back to the proposal is no edit either."""
     request = shell_call().model_copy(update={"tool_args": {"command": 1}})
-    with pytest.raises(InvalidDecision, match="proposed arguments do not fit"):
-        apply_decision(request, Approve(), ALICE, NOW)
+    assert apply_decision(request, Approve(), ALICE, NOW).request.status == "approved"
+    same = Approve(args={"command": 1})
+    approved = apply_decision(request, same, ALICE, NOW).request
+    assert isinstance(approved, ApprovalRequest)
+    assert claim(approved, {"command": 1}, AGENT, NOW).request.status == "executing"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        None,
+        [],
+        {},
+        {"$ref": "https://example.com/x"},
+        {"enum": ["x" * MAX_SCHEMA_BYTES]},
+        {"const": float("nan")},
+        {"default": object()},
+    ],
+)
+def test_sendable_schema_leaves_out_what_signoff_would_refuse(schema: object) -> None:
+    """An integration sends no schema rather than one that would fail the submit."""
+    assert sendable_schema(schema) is None
+
+
+def test_sendable_schema_keeps_a_good_schema() -> None:
+    """A valid schema is sent as plain JSON."""
+    assert sendable_schema(SHELL) == SHELL
 
 
 def test_an_edit_that_fits_is_approved_and_without_schema_anything_is() -> None:

@@ -181,8 +181,8 @@ class ApprovalRequest(_RequestBase):
     preview: FilePreview | None = None
     """For a file-writing call: old content, new content and a unified diff."""
     args_schema: dict[str, JsonValue] | None = None
-    """The tool's JSON Schema for its arguments, when the integration knows it: approved
-    arguments (and a claim's) must fit it; None: not checked."""
+    """The tool's JSON Schema for its arguments, when the integration knows it: a person's
+    edited arguments must fit it, at approval and at claim; None: not checked."""
     approved_args: dict[str, JsonValue] | None = None
     """The arguments approved to run (the proposal, or a person's edit)."""
     args_digest: str | None = None

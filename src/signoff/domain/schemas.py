@@ -1,11 +1,12 @@
 """A tool's JSON Schema for its arguments: checked when it arrives, applied to args that run.
 
 An integration that knows the tool's schema sends it with the request (``args_schema``);
-the arguments a person approves (the agent's or their edit) must fit it, and a claim
-checks them again, so a call whose arguments break the tool's schema never runs.
+arguments a person edits must fit it when they approve, and a claim checks them again,
+so an edit that breaks the tool's schema never runs. The agent's own proposal is not
+checked here: its framework validates it as it always did.
 
 The schema comes from the agent, so it can only make things stricter: without one nothing
-is checked (as before), with one the approved arguments must also fit it. It is capped in
+is checked (as before), with one a person's edit must also fit it. It is capped in
 size and depth, and it never makes signoff reach the network: only references inside the
 schema itself (``#...``) resolve; any other ``$ref`` is refused when the request arrives
 and, should one get through, fails validation (fail closed) instead of being fetched.
@@ -21,7 +22,13 @@ import jsonschema
 import referencing
 from pydantic import JsonValue
 
-__all__ = ["MAX_SCHEMA_BYTES", "MAX_SCHEMA_DEPTH", "args_problem", "check_args_schema"]
+__all__ = [
+    "MAX_SCHEMA_BYTES",
+    "MAX_SCHEMA_DEPTH",
+    "args_problem",
+    "check_args_schema",
+    "sendable_schema",
+]
 
 MAX_SCHEMA_BYTES = 64 * 1024
 """The largest ``args_schema`` accepted, as compact JSON."""
@@ -100,6 +107,22 @@ def check_args_schema(schema: Mapping[str, JsonValue]) -> None:
             f"args_schema is not a valid JSON Schema{f' at {where}' if where else ''}: "
             f"{_line(exc.message)}"
         ) from None
+
+
+def sendable_schema(schema: object) -> dict[str, JsonValue] | None:
+    """``schema`` as an integration sends it, or None when signoff would refuse it.
+
+    A tool schema too big or pointing outside itself is left out rather than failing the
+    request: the person's edit then goes unchecked, as without a schema.
+    """
+    if not isinstance(schema, dict) or not schema:
+        return None
+    try:
+        plain = json.loads(json.dumps(schema, allow_nan=False))
+        check_args_schema(plain)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return plain if isinstance(plain, dict) else None
 
 
 def args_problem(

@@ -308,11 +308,10 @@ def _approve(
             f"request {request.id} may not be edited: approve the call as proposed or reject it"
         )
     args = decision.args if decision.args is not None else request.tool_args
-    problem = args_problem(request.args_schema, args)
+    problem = _edit_problem(request, args)
     if problem is not None:
-        edited = "the edited" if decision.args is not None else "the proposed"
         raise InvalidDecision(
-            f"{edited} arguments do not fit the tool's schema, so they could never run "
+            f"the edited arguments do not fit the tool's schema, so they could never run "
             f"({problem}); edit them to fit, or reject"
         )
     digest = args_digest(request.tool_name, args)
@@ -465,11 +464,11 @@ def claim(
             f"the arguments to run do not match what was approved for request {request.id}",
             status=request.status,
         )
-    problem = args_problem(request.args_schema, args)
+    problem = _edit_problem(request, args)
     if problem is not None:
         raise InvalidDecision(
-            f"request {request.id} must not run: its arguments do not fit the tool's schema "
-            f"({problem})"
+            f"request {request.id} must not run: its edited arguments do not fit the tool's "
+            f"schema ({problem})"
         )
     new = _moved(
         request,
@@ -535,6 +534,17 @@ def lapse(request: Request, now: datetime) -> Change:
     return Change(new, _audit("fail", "system", request, new, details))
 
 
+def _edit_problem(request: ApprovalRequest, args: dict[str, JsonValue]) -> str | None:
+    """Why a person's edit ``args`` breaks the schema the request carries; None if it fits.
+
+    Only an edit is checked: the agent's own proposal is its framework's to validate (as
+    without a schema), so a schema never blocks approving what the agent asked for.
+    """
+    if args == request.tool_args:
+        return None
+    return args_problem(request.args_schema, args)
+
+
 def refuse_claim(
     request: Request, args: dict[str, JsonValue], principal: Principal, now: datetime
 ) -> Change:
@@ -556,13 +566,13 @@ def refuse_claim(
             f"the arguments to run do not match what was approved for request {request.id}",
             status=request.status,
         )
-    problem = args_problem(request.args_schema, args)
+    problem = _edit_problem(request, args)
     if problem is None:
         raise InvalidTransition(
             f"request {request.id} fits the tool's schema; nothing to refuse",
             status=request.status,
         )
-    error = f"not run: the approved arguments do not fit the tool's schema ({problem})"
+    error = f"not run: the edited arguments do not fit the tool's schema ({problem})"
     outcome = ExecutionResult(
         ok=False, result=None, error=error, reported_by=principal.name, reported_at=now
     )

@@ -14,6 +14,7 @@ tools. The index is one :class:`~signoff.domain.tasks.Task` per waiting thread
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -45,7 +46,13 @@ from signoff.domain.requests import (
 )
 from signoff.domain.submission import NewRequest
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
-from signoff.errors import InvalidDecision, InvalidRequest, InvalidTransition, TaskNotFound
+from signoff.errors import (
+    InvalidDecision,
+    InvalidRequest,
+    InvalidTransition,
+    SignoffError,
+    TaskNotFound,
+)
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
 
@@ -373,10 +380,12 @@ class LangGraphBridge:
             await self.store.commit(Write(at=running.updated_at, task=running))
         except VersionConflict:
             raise InvalidTransition(f"thread {thread_id!r} is being resumed elsewhere") from None
+        claimed: list[str] = []
         try:
-            await self._claim(decided)
+            await self._claim(decided, claimed)
             output = await self._invoke(Command(resume=resume), thread_id)
         except Exception as exc:
+            await self._unrun(claimed, exc)
             await self._failed(running, exc)
             raise
         await self._report(thread_id, decided)
@@ -514,8 +523,12 @@ class LangGraphBridge:
             return _questions_value(request)
         return _choice_value(request)
 
-    async def _claim(self, decided: Mapping[str, Request]) -> None:
-        """Claim approved calls before they run, so no other resumer runs them too."""
+    async def _claim(self, decided: Mapping[str, Request], claimed: list[str]) -> None:
+        """Claim approved calls before they run, so no other resumer runs them too.
+
+        Each id claimed is added to ``claimed`` at once, so a failure later in the same
+        resume can report it rather than leave it executing.
+        """
         for rid, request in decided.items():
             if isinstance(request, ApprovalRequest) and request.status == "approved":
                 args = (
@@ -524,12 +537,24 @@ class LangGraphBridge:
                     else request.tool_args
                 )
                 await self.backend.claim(rid, args)
+                claimed.append(rid)
             elif isinstance(request, ApprovalRequest) and request.status == "executing":
                 raise InvalidTransition(
                     f"the call of request {rid} was claimed already; whether it ran is unknown, "
                     "so it is not run again",
                     status="executing",
                 )
+
+    async def _unrun(self, claimed: Sequence[str], exc: BaseException) -> None:
+        """Report the claimed calls of a resume LangGraph refused (or that raised) failed.
+
+        The reason is LangGraph's own; whatever cannot be reported now is failed by the
+        server when its claim's lease ends, and is never run again.
+        """
+        reason = f"LangGraph did not complete the call: {type(exc).__name__}: {exc}"[:20_000]
+        for rid in claimed:
+            with contextlib.suppress(SignoffError):
+                await self.backend.fail(rid, reason)
 
     async def _report(self, thread_id: str, decided: Mapping[str, Request]) -> None:
         """Record each claimed call's result, read from its ToolMessage in the thread."""
