@@ -584,28 +584,15 @@ async def test_bridge_works_with_an_in_process_service(tmp_path: Path) -> None:
     await store.close()
 
 
-@tool("send_email")
-def send_email_to_many(to: str | list[str], body: str) -> str:
-    """Send an email (this version took a list of recipients too)."""
-    return f"sent to {to}: {body}"
-
-
 async def test_a_claimed_call_langgraph_refuses_ends_failed_with_its_reason(sides: Sides) -> None:
-    """An edit the tool's schema refuses at resume: the claimed call ends failed, never run."""
-    checkpointer = InMemorySaver()
+    """An edit LangGraph refuses at resume: the claimed call ends failed with why, never run."""
     turn = AIMessage(content="", tool_calls=[_call("send_email", "s1", to="ann", body="hi")])
-    before = create_agent(
-        ScriptedModel(messages=iter([turn])),
-        tools=[send_email_to_many],
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True})],
-        checkpointer=checkpointer,
-    )
-    first = await LangGraphBridge(before, sides.agent, sides.service.store).run(_prompt(), "t-ref")
+    graph = _agent(ScriptedModel(messages=iter([turn])), InMemorySaver())
+    bridge = LangGraphBridge(graph, sides.agent, sides.service.store)
+    first = await bridge.run(_prompt(), "t-ref")
     rid = first.task.pending[0].request_id
-    # the person's edit fits the tool as it was; the graph resumed has the stricter tool
+    # the issue's edit: a string argument made a list, which send_email's schema refuses
     await sides.person.decide(rid, {"type": "approve", "args": {"to": ["a", "b"], "body": "hi"}})
-    after = _agent(ScriptedModel(messages=iter([AIMessage(content="unreachable")])), checkpointer)
-    bridge = LangGraphBridge(after, sides.agent, sides.service.store)
 
     with pytest.raises(ValidationError):
         await bridge.resume("t-ref")
@@ -617,7 +604,7 @@ async def test_a_claimed_call_langgraph_refuses_ends_failed_with_its_reason(side
     assert "Input should be a valid string" in request.result.error
     task = await bridge.task("t-ref")
     assert task is not None and task.status == "Failed"
-    state = await after.aget_state({"configurable": {"thread_id": "t-ref"}})
+    state = await graph.aget_state({"configurable": {"thread_id": "t-ref"}})
     assert not [m for m in state.values["messages"] if isinstance(m, ToolMessage)]  # never ran
     actions = [(e.action, e.actor) for e in await sides.service.audit(rid)]
     assert actions[-2:] == [("claim", "agent"), ("fail", "agent")]
