@@ -181,7 +181,7 @@ SCENARIOS: dict[str, Scenario] = {
             told=QUESTIONS_TOLD,
             audit=(
                 _submit("questions"),
-                ("decide", "person", "pending", "approved", "answer", {"q1": ANSWER}),
+                ("decide", "person", "pending", "approved", "answer", [ANSWER]),
             ),
         ),
         Scenario(
@@ -221,6 +221,14 @@ def scenarios(*kinds: Kind, skip: tuple[str, ...] = ()) -> list[Scenario]:
     return [s for s in SCENARIOS.values() if (not kinds or s.kind in kinds) and s.name not in skip]
 
 
+def decision_for(decision: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """``decision`` for this request: an answer goes to the request's own first question id."""
+    if decision["type"] != "answer":
+        return decision
+    first = request["questions"][0]["id"]
+    return {**decision, "answers": {first: ANSWER}}
+
+
 def normalize(told: object) -> str:
     """What the model was told as one line: a list joined, whitespace collapsed."""
     if isinstance(told, list):
@@ -257,7 +265,7 @@ def project(entries: list[Mapping[str, Any]]) -> tuple[tuple[Any, ...], ...]:
                 "reject": decision.get("reason"),
                 "respond": decision.get("feedback"),
                 "choose": decision.get("choice"),
-                "answer": decision.get("answers"),
+                "answer": sorted((decision.get("answers") or {}).values()),
             }.get(kind)
             row += (kind, carried)
         elif entry["action"] == "claim":
