@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.transitions import DEFAULT_LEASE, LEASE_LAPSED, MAX_LEASE
 from signoff.errors import (
     ArgsMismatch,
     GrantNotFound,
@@ -643,3 +644,106 @@ async def test_an_agent_runs_only_its_own_calls(service: Service) -> None:
         with pytest.raises(RequestNotFound):
             await report
     assert (await service.complete(request_id, AGENT, "ok")).status == "completed"
+
+
+# -- leases: no call left executing ------------------------------------------------------
+
+
+async def claimed_call(service: Service, lease: float | None = None) -> Request:
+    """A shell call submitted, approved and claimed by the test agent."""
+    request = await submit(service)
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    return await service.claim(request.id, ARGS, AGENT, lease=lease)
+
+
+async def test_a_claim_whose_lease_ends_is_failed_by_the_sweeper_and_never_rerun(
+    service: Service, clock: FakeClock
+) -> None:
+    """Executing past its lease: failed by system via lease (event result), never claimable."""
+    claimed = await claimed_call(service)
+    assert isinstance(claimed, ApprovalRequest) and claimed.claimed_at is not None
+    assert claimed.lease_until == claimed.claimed_at + timedelta(seconds=DEFAULT_LEASE)
+    clock.advance(DEFAULT_LEASE - 1)
+    assert await service.expire_due() == 0
+    assert (await service.get(claimed.id)).status == "executing"
+    events = CapturedEvents(service)
+    clock.advance(1)
+    assert await service.expire_due() == 1
+    failed = await service.get(claimed.id)
+    assert failed.status == "failed" and isinstance(failed, ApprovalRequest)
+    assert failed.result is not None and failed.result.error == LEASE_LAPSED
+    assert (failed.result.ok, failed.result.reported_by) == (False, "system")
+    assert events.types == ["result"]
+    last = (await service.audit(claimed.id))[-1]
+    assert (last.action, last.actor, last.from_status, last.to_status) == (
+        "fail",
+        "system",
+        "executing",
+        "failed",
+    )
+    assert last.details["via"] == "lease" and last.details["error"] == LEASE_LAPSED
+    for again in (
+        service.claim(claimed.id, ARGS, AGENT),
+        service.complete(claimed.id, AGENT, "ran after all"),
+        service.renew(claimed.id, AGENT),
+    ):
+        with pytest.raises(InvalidTransition):
+            await again
+    assert await service.expire_due() == 0
+    assert (await service.verify_audit()).ok
+
+
+async def test_renewing_extends_the_lease_for_its_claimant_only(
+    service: Service, clock: FakeClock
+) -> None:
+    """Only the claimant renews; a renewal moves the lease end, so the sweeper leaves it."""
+    claimed = await claimed_call(service, lease=10)
+    clock.advance(8)
+    before = await snapshot(service, claimed.id)
+    for who, refused in ((ADMIN, NotAllowed), (APPROVER, NotAllowed), (BOB, NotAllowed)):
+        with pytest.raises(refused):
+            await service.renew(claimed.id, who)
+    other_agent = Principal(name="other-bot", role="agent")
+    with pytest.raises(RequestNotFound):
+        await service.renew(claimed.id, other_agent)
+    assert await snapshot(service, claimed.id) == before
+    renewed = await service.renew(claimed.id, AGENT, lease=10)
+    assert isinstance(renewed, ApprovalRequest) and renewed.status == "executing"
+    assert renewed.lease_until == clock() + timedelta(seconds=10)
+    assert (await service.audit(claimed.id))[-1].action == "renew"
+    clock.advance(8)  # 16 s after the claim, 8 s into the renewed lease
+    assert await service.expire_due() == 0
+    assert (await service.complete(claimed.id, AGENT, "done")).status == "completed"
+
+
+async def test_a_report_after_the_lease_ended_finds_the_call_failed(
+    service: Service, clock: FakeClock
+) -> None:
+    """A result or renewal arriving after the lease ended is refused, the sweep not awaited."""
+    claimed = await claimed_call(service, lease=5)
+    clock.advance(5)
+    with pytest.raises(InvalidTransition):
+        await service.complete(claimed.id, AGENT, "late")
+    failed = await service.get(claimed.id)
+    assert failed.status == "failed" and isinstance(failed, ApprovalRequest)
+    assert failed.result is not None and failed.result.error == LEASE_LAPSED
+    with pytest.raises(InvalidTransition):
+        await service.renew(claimed.id, AGENT)
+
+
+@pytest.mark.parametrize("lease", [0.5, 3601, float("nan"), float("inf"), -1])
+async def test_a_lease_out_of_bounds_is_refused_and_changes_nothing(
+    service: Service, lease: float
+) -> None:
+    """A claim or renewal lease outside 1 to 3600 seconds is InvalidRequest; nothing changes."""
+    request = await submit(service)
+    await service.decide(request.id, {"type": "approve"}, APPROVER)
+    before = await snapshot(service, request.id)
+    with pytest.raises(InvalidRequest):
+        await service.claim(request.id, ARGS, AGENT, lease=lease)
+    assert await snapshot(service, request.id) == before
+    await service.claim(request.id, ARGS, AGENT, lease=MAX_LEASE)
+    before = await snapshot(service, request.id)
+    with pytest.raises(InvalidRequest):
+        await service.renew(request.id, AGENT, lease=lease)
+    assert await snapshot(service, request.id) == before
