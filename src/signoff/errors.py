@@ -21,6 +21,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     └── RuntimeFailure              signoff itself could not do it
         ├── StoreUnavailable        the store cannot be reached or written
         ├── ServerBusy              the server holds as many connections as it may
+        ├── ServerStopping          the server is shutting down; ask again once it is back
         └── AuditChainBroken        the audit log fails verification
 """
 
@@ -41,6 +42,7 @@ __all__ = [
     "RequestTimeout",
     "RuntimeFailure",
     "ServerBusy",
+    "ServerStopping",
     "SignoffError",
     "StoreUnavailable",
     "TaskNotFound",
@@ -143,6 +145,10 @@ class StoreUnavailable(RuntimeFailure):
 
 class ServerBusy(RuntimeFailure):
     """The server already holds as many connections as it is set to; try again later."""
+
+
+class ServerStopping(RuntimeFailure):
+    """The server is shutting down (a long poll it cut short); ask again once it is back."""
 
 
 class AuditChainBroken(RuntimeFailure):

@@ -197,12 +197,25 @@ def serve(
             "Secure. Only behind a proxy that sets it and strips it from clients.",
         ),
     ] = False,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            min=1,
+            max=3600,
+            help="On SIGTERM or Ctrl+C, exit within SECONDS: WebSockets close with 1001, event "
+            "streams end, long polls get a retryable 503, and requests still running after "
+            "that are cut; what was written is committed first.",
+            metavar="SECONDS",
+        ),
+    ] = 5.0,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
         import uvicorn
 
         from signoff.server.app import create_app
+        from signoff.server.shutdown import prompt_server
         from signoff.server.sockets import guarded_protocol
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
@@ -232,6 +245,7 @@ def serve(
                 trust_forwarded_proto=trust_forwarded_proto,
             )
             http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
+            drain = min(1.0, shutdown_timeout / 4)  # streams close themselves within it
             # events are small JSON sent to many sockets at once: compressing each copy for
             # each socket costs more CPU than it saves bytes
             config = uvicorn.Config(
@@ -241,8 +255,10 @@ def serve(
                 log_level="warning",
                 ws_per_message_deflate=False,
                 http=http,
+                # after streams close themselves, what is left of the budget for requests
+                timeout_graceful_shutdown=max(int(shutdown_timeout - drain - 0.5), 1),
             )
-            server = uvicorn.Server(config)
+            server = prompt_server(config, app.state.shutdown, drain=drain)
             console.print(
                 f"signoff serving on {base} (database {db or default_db_url()})", soft_wrap=True
             )

@@ -24,6 +24,7 @@ from signoff.errors import (
     RequestNotFound,
     RequestTimeout,
     ServerBusy,
+    ServerStopping,
     SignoffError,
     StoreUnavailable,
     TaskNotFound,
@@ -50,6 +51,7 @@ STATUS_OF: tuple[tuple[type[SignoffError], int], ...] = (
     (CallerError, 400),
     (StoreUnavailable, 503),
     (ServerBusy, 503),
+    (ServerStopping, 503),
     (AuditChainBroken, 500),
     (SignoffError, 500),
 )
@@ -77,6 +79,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def signoff_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SignoffError)
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthenticated) else None
+        if isinstance(exc, ServerStopping):  # a long poll cut by a shutdown: ask again soon
+            headers = {"Retry-After": "1"}
         return JSONResponse(
             {"error": type(exc).__name__, "detail": exc.message},
             status_code=status_of(exc),

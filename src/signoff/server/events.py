@@ -32,6 +32,7 @@ from signoff.errors import InvalidRequest, NotAllowed, SignoffError, Unauthentic
 from signoff.eventstream import follow_events
 from signoff.server.credentials import REVALIDATE, Credential, CredentialWatch
 from signoff.server.deps import API, current_principal
+from signoff.server.shutdown import GOING_AWAY, Shutdown, either
 from signoff.service import Service
 
 __all__ = ["HEARTBEAT", "event_message", "event_text", "events_router"]
@@ -99,10 +100,12 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
 
         async def body() -> AsyncIterator[str]:
             yield "retry: 2000\n\n"
-            with watch.guard(credential) as ended:
+            stopping: Shutdown = request.app.state.shutdown
+            with watch.guard(credential) as ended, stopping.stream() as going:
+                until = either(ended, going)
                 async for event in follow_events(
                     service, caller, since=start, session_id=session_id,
-                    heartbeat=request.app.state.heartbeat, until=ended,
+                    heartbeat=request.app.state.heartbeat, until=until,
                 ):  # fmt: skip
                     if await request.is_disconnected():
                         return
@@ -113,6 +116,8 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
                         yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
                 if ended.done():  # a comment: clients skip it, a person reading curl sees why
                     yield f": stream ended: {ended.result().message}\n\n"
+                elif stopping.stopping:  # clients reconnect with Last-Event-ID and miss nothing
+                    yield ": stream ended: the server is shutting down\n\n"
 
         return StreamingResponse(
             body(),
@@ -150,9 +155,10 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
 
         # whichever ends first ends both: a client that goes away frees its handler at once,
         # not at the next event or heartbeat; a credential that stops working ends it too
-        with watch.guard(_credential(websocket, caller)) as ended:
+        stopping: Shutdown = websocket.app.state.shutdown
+        with watch.guard(_credential(websocket, caller)) as ended, stopping.stream() as going:
             tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
-            waiting: list[asyncio.Future[Any]] = [*tasks, ended]
+            waiting: list[asyncio.Future[Any]] = [*tasks, ended, going]
             try:
                 await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -170,6 +176,9 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
                     await websocket.close(
                         code=4401 if refused else 1011, reason=failure.message[:120]
                     )
+            elif going.done():  # clients reconnect with ?since=SEQ and miss nothing
+                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+                    await websocket.close(code=GOING_AWAY, reason="the server is shutting down")
 
     return router
 
