@@ -335,7 +335,11 @@ class ChatSession:
     async def pause(self, deferred: DeferredToolRequests) -> Pause:
         """File a request per waiting call and store them with the history."""
         denied, asked = await file_deferred(
-            deferred, self.backend, session_id=self.task.session_id, messages=self.messages
+            deferred,
+            self.backend,
+            session_id=self.task.session_id,
+            messages=self.messages,
+            agent=self.agent,
         )
         order = _call_order(self.messages)
         asked.sort(key=lambda pair: order.get(pair[0].tool_call_id, len(order)))

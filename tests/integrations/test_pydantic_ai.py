@@ -25,9 +25,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from signoff.backends import Backend
 from signoff.domain.policies import Policy
-from signoff.domain.requests import Request
-from signoff.errors import InvalidRequest
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.errors import InvalidDecision, InvalidRequest
 from signoff.executor import Executor
+from signoff.integrations import pydantic_ai as pydantic_ai_integration
 from signoff.integrations.pydantic_ai import (
     SignoffGate,
     checked_results,
@@ -153,8 +154,48 @@ async def test_three_parallel_calls_approved_edited_and_rejected(sides: Sides) -
     assert statuses == {"write_file": "completed", "shell": "completed", "delete": "rejected"}
 
 
-async def test_invalid_edited_args_never_reach_pydantic_ai(sides: Sides) -> None:
-    """Edited args that break the tool's schema are refused, the tool never runs, it is failed."""
+async def test_requests_carry_the_tools_schema_and_a_breaking_edit_is_refused(
+    sides: Sides,
+) -> None:
+    """Deferred and blocking calls carry the tool's args_schema; an edit breaking it is 422 and
+    the call stays pending until a fitting edit runs."""
+    ran: list[tuple[str, dict[str, Any]]] = []
+    agent = tool_agent(script(ToolCallPart("shell", {"command": "ls"}, tool_call_id="c1")), ran)
+
+    async def decide() -> None:
+        request = (await pending(sides.person, 1))[0]
+        assert isinstance(request, ApprovalRequest)
+        assert request.args_schema is not None
+        assert request.args_schema["properties"] == {
+            "command": {"type": "string"},
+            "timeout": {"default": 10, "type": "integer"},
+        }
+        with pytest.raises(InvalidDecision, match="args/timeout"):
+            bad = {"command": "ls", "timeout": "x"}
+            await sides.person.decide(request.id, {"type": "approve", "args": bad})
+        assert (await sides.person.get(request.id)).status == "pending"
+        edit = {"command": "ls", "timeout": 5}
+        await sides.person.decide(request.id, {"type": "approve", "args": edit})
+
+    for gate_mode in ("defer", "block"):
+        person = asyncio.create_task(decide())
+        if gate_mode == "defer":
+            await run_with_signoff(
+                agent, "go", signoff=sides.agent, session_id="s1", policy=ASK_ALL, timeout=30
+            )
+        else:
+            gate = SignoffGate(sides.agent, session_id="s2", mode="block", policy=ASK_ALL)
+            await agent.run("go", capabilities=[gate])
+        await person
+    assert ran == [("shell", {"command": "ls", "timeout": 5})] * 2
+
+
+async def test_invalid_edited_args_never_reach_pydantic_ai(
+    sides: Sides, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edited args that break the tool's schema, on a request filed without it, are refused
+    at resume: the tool never runs, it is failed."""
+    monkeypatch.setattr(pydantic_ai_integration, "tool_schemas", lambda agent: {})
     ran: list[tuple[str, dict[str, Any]]] = []
     agent = tool_agent(script(ToolCallPart("shell", {"command": "ls"}, tool_call_id="c1")), ran)
     person = decider(

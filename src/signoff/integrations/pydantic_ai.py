@@ -32,6 +32,7 @@ from signoff.backends import Backend, as_backend
 from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.schemas import sendable_schema
 from signoff.errors import InvalidRequest, NotAllowed, SignoffError
 from signoff.executor import ToolRegistry
 from signoff.integrations.outcomes import denial, edit_note, wait_decided
@@ -75,6 +76,7 @@ __all__ = [
     "registry_from_agent",
     "resolve_deferred",
     "run_with_signoff",
+    "tool_schemas",
 ]
 
 META_KEY = "signoff"
@@ -107,6 +109,22 @@ def _validators(agent: Any) -> dict[str, SchemaValidator]:
         if isinstance(toolset, FunctionToolset):
             for name, tool in toolset.tools.items():
                 found.setdefault(name, tool.function_schema.validator)
+
+    for toolset in getattr(agent, "toolsets", ()):
+        toolset.apply(visit)
+    return found
+
+
+def tool_schemas(agent: Any) -> dict[str, dict[str, JsonValue]]:
+    """Each function tool's argument JSON Schema that signoff takes, by tool name."""
+    found: dict[str, dict[str, JsonValue]] = {}
+
+    def visit(toolset: AbstractToolset[Any]) -> None:
+        if isinstance(toolset, FunctionToolset):
+            for name, tool in toolset.tools.items():
+                schema = sendable_schema(tool.function_schema.json_schema)
+                if schema is not None:
+                    found.setdefault(name, schema)
 
     for toolset in getattr(agent, "toolsets", ()):
         toolset.apply(visit)
@@ -205,12 +223,14 @@ async def file_deferred(
     session_id: str,
     messages: Sequence[ModelMessage] = (),
     file_denied: bool = False,
+    agent: Any = None,
 ) -> tuple[dict[str, ToolDenied], list[tuple[ToolCallPart, str]]]:
     """File a request for every deferred approval: denials decided already, and (call, id).
 
     Each request carries the tool name, the arguments, the model's tool_call_id (so filing
-    again after a restart finds the same request), the call's metadata and which sibling
-    calls already ran. Calls the gate's policy denied are denied without a request, unless
+    again after a restart finds the same request), the call's metadata, which sibling
+    calls already ran and, given the ``agent``, the tool's argument schema (a person's
+    edit must fit it). Calls the gate's policy denied are denied without a request, unless
     ``file_denied`` (then the service's own policy rejects them, on the record).
     External calls are not signoff's to answer: they are refused, not resumed empty.
     """
@@ -218,6 +238,7 @@ async def file_deferred(
         names = ", ".join(sorted(c.tool_name for c in deferred.calls))
         raise InvalidRequest(f"external deferred calls need results from elsewhere: {names}")
     ran = _already_ran(messages)
+    schemas = tool_schemas(agent) if agent is not None else {}
     denied: dict[str, ToolDenied] = {}
     asked: list[tuple[ToolCallPart, str]] = []
     for call in deferred.approvals:
@@ -231,16 +252,17 @@ async def file_deferred(
         context: dict[str, JsonValue] = {"already_ran": list(ran)}
         if call_meta:
             context["metadata"] = to_jsonable_python(call_meta, fallback=str)
-        submitted = await backend.submit(
-            {
-                "session_id": session_id,
-                "kind": "approval",
-                "tool_name": call.tool_name,
-                "tool_args": call.args_as_dict(),
-                "tool_call_id": call.tool_call_id,
-                "context": context,
-            }
-        )
+        body: dict[str, Any] = {
+            "session_id": session_id,
+            "kind": "approval",
+            "tool_name": call.tool_name,
+            "tool_args": call.args_as_dict(),
+            "tool_call_id": call.tool_call_id,
+            "context": context,
+        }
+        if call.tool_name in schemas:
+            body["args_schema"] = schemas[call.tool_name]
+        submitted = await backend.submit(body)
         asked.append((call, submitted.request.id))
     return denied, asked
 
@@ -285,7 +307,9 @@ async def resolve_deferred(
     the wait. A call still undecided at ``timeout`` is withdrawn and denied.
     """
     backend = _backend(signoff, principal)
-    denied, asked = await file_deferred(deferred, backend, session_id=session_id, messages=messages)
+    denied, asked = await file_deferred(
+        deferred, backend, session_id=session_id, messages=messages, agent=agent
+    )
     if on_submitted is not None:
         await on_submitted([rid for _, rid in asked])
     deadline = time.monotonic() + timeout
@@ -348,21 +372,25 @@ class SignoffGate(AbstractCapability[Any]):
             )
         if verdict.verdict == "deny":
             return f"Not run: denied by policy ({verdict.explain()})."
+        schema = sendable_schema(tool_def.parameters_json_schema)
         if self.mode == "queue":
-            return await self._queue(call, verdict)
-        return await self._block(ctx, call, handler, verdict)
+            return await self._queue(call, verdict, schema)
+        return await self._block(ctx, call, handler, verdict, schema)
 
-    async def _submit(self, call: ToolCallPart, verdict: PolicyDecision) -> Request:
-        submitted = await self.backend.submit(
-            {
-                "session_id": self.session_id,
-                "kind": "approval",
-                "tool_name": call.tool_name,
-                "tool_args": call.args_as_dict(),
-                "tool_call_id": call.tool_call_id,
-                "context": {"gate": self.mode, "policy": verdict.explain()},
-            }
-        )
+    async def _submit(
+        self, call: ToolCallPart, verdict: PolicyDecision, schema: dict[str, JsonValue] | None
+    ) -> Request:
+        body: dict[str, Any] = {
+            "session_id": self.session_id,
+            "kind": "approval",
+            "tool_name": call.tool_name,
+            "tool_args": call.args_as_dict(),
+            "tool_call_id": call.tool_call_id,
+            "context": {"gate": self.mode, "policy": verdict.explain()},
+        }
+        if schema is not None:
+            body["args_schema"] = schema
+        submitted = await self.backend.submit(body)
         return submitted.request
 
     async def _run_claimed(
@@ -398,8 +426,9 @@ class SignoffGate(AbstractCapability[Any]):
         call: ToolCallPart,
         handler: Callable[[Any], Awaitable[Any]],
         verdict: PolicyDecision,
+        schema: dict[str, JsonValue] | None,
     ) -> Any:
-        request = await self._submit(call, verdict)
+        request = await self._submit(call, verdict, schema)
         request = await wait_decided(self.backend, request.id, time.monotonic() + self.timeout)
         if request.status != "approved" or not isinstance(request, ApprovalRequest):
             return f"Not run. {denial(request)}"
@@ -422,8 +451,10 @@ class SignoffGate(AbstractCapability[Any]):
             return _with_note(result, note)
         return result
 
-    async def _queue(self, call: ToolCallPart, verdict: PolicyDecision) -> str:
-        request = await self._submit(call, verdict)
+    async def _queue(
+        self, call: ToolCallPart, verdict: PolicyDecision, schema: dict[str, JsonValue] | None
+    ) -> str:
+        request = await self._submit(call, verdict, schema)
         summary = f"{call.tool_name} {_json(call.args_as_dict())}"
         if len(summary) > 200:
             summary = summary[:197] + "..."
@@ -477,7 +508,8 @@ def registry_from_agent(agent: Any) -> ToolRegistry:
         if isinstance(toolset, FunctionToolset):
             for name, tool in toolset.tools.items():
                 if not tool.takes_ctx and name not in registry:
-                    registry.add(name, tool.function)
+                    schema = sendable_schema(tool.function_schema.json_schema)
+                    registry.add(name, tool.function, schema=schema)
 
     for toolset in getattr(agent, "toolsets", ()):
         toolset.apply(visit)

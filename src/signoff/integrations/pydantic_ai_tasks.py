@@ -410,6 +410,7 @@ class TaskRunner:
                 _, asked = await file_deferred(
                     result.output, backend, session_id=task.session_id, messages=all_messages,
                     file_denied=True,  # on the record; the service's policy rejects them
+                    agent=agent,
                 )  # fmt: skip
             except Exception as exc:
                 return await self._fail(task, exc)
