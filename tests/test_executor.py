@@ -22,6 +22,7 @@ from signoff.errors import InvalidDecision, InvalidRequest
 from signoff.executor import Executor, ToolRegistry, error_text, jsonable
 from signoff.service import Service
 from signoff.store.base import Write
+from signoff.store.memory import MemoryStore
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import ADMIN, AGENT, APPROVER, memory_service
 from tests.integrations import conftest as integrations
@@ -517,3 +518,28 @@ async def test_stop_ends_run_and_run_can_start_again(
 
         await until(done)
     assert calls.ids() == Counter({"again": 1})
+
+
+async def test_a_long_call_renews_its_lease_and_is_not_failed_by_the_server() -> None:
+    """A call running past its 1 s lease renews it while it runs: the sweeper leaves it be."""
+    service = Service(MemoryStore(), bus=LocalBus(), read_file=None)  # the real clock
+    tools = ToolRegistry()
+
+    @tools.tool
+    async def slow() -> str:
+        await asyncio.sleep(2.5)
+        return "done"
+
+    agent = LocalBackend(service, AGENT)
+    request_id = await submit(agent, "slow", {})
+    await service.decide(request_id, {"type": "approve"}, APPROVER)
+    service.start_sweeper(interval=0.1)
+    try:
+        finished = await Executor(agent, tools, lease=1.0).execute(
+            approval(await service.get(request_id))
+        )
+    finally:
+        await service.stop_sweeper()
+    assert finished is not None and finished.status == "completed"
+    renewals = [e for e in await service.audit(request_id) if e.action == "renew"]
+    assert len(renewals) >= 3
