@@ -22,7 +22,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 
 from signoff.backends import Backend
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
+from signoff.errors import InvalidDecision, InvalidRequest, InvalidTransition, TaskNotFound
 from signoff.integrations.openai_agents import (
     apply_decisions,
     edit_problem,
@@ -296,6 +296,44 @@ async def test_edits_reach_the_tool_only_through_the_override(sides: Sides) -> N
         statuses[request.tool_call_id] = (request.status, request.approved_args)
     assert statuses["e1"] == ("completed", {"path": "p", "content": "new text"})
     assert statuses["e2"][0] == "failed"
+
+
+async def test_requests_carry_the_function_tools_schema(sides: Sides) -> None:
+    """Each filed request carries the FunctionTool's params_json_schema; an edit breaking it
+    is 422 with the request still pending, and a fitting edit then runs."""
+    model = ScriptedModel(
+        [
+            [function_call("write_file", {"path": "p", "content": "old"}, call_id="s1")],
+            [assistant_message("done")],
+        ]
+    )
+    ran: Ran = []
+    agent = make_agent(model, ran)
+    filed: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+
+    async def on_pause(task_id: str | None, ids: list[str]) -> None:
+        filed.set_result(ids)
+
+    async def person() -> None:
+        (request_id,) = await filed
+        request = await sides.person.get(request_id)
+        assert isinstance(request, ApprovalRequest)
+        tool = next(t for t in agent.tools if getattr(t, "name", "") == "write_file")
+        assert request.args_schema == getattr(tool, "params_json_schema", None)
+        bad = {"path": ["a", "b"], "content": "new"}
+        with pytest.raises(InvalidDecision, match="args/path"):
+            await sides.person.decide(request_id, {"type": "approve", "args": bad})
+        assert (await sides.person.get(request_id)).status == "pending"
+        good = {"path": "p", "content": "new"}
+        await sides.person.decide(request_id, {"type": "approve", "args": good})
+
+    deciding = asyncio.create_task(person())
+    await run_with_signoff(
+        agent, "edit", signoff=sides.agent, session_id="s-schema",
+        editable={"write_file"}, on_pause=on_pause, timeout=30,
+    )  # fmt: skip
+    await deciding
+    assert ran == [("write_file", "s1", {"path": "p", "content": "new"})]
 
 
 async def test_edits_are_checked_against_the_tool_schema() -> None:

@@ -63,6 +63,7 @@ from pydantic_core import to_jsonable_python
 from signoff.backends import Backend, as_backend
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.schemas import sendable_schema
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
 from signoff.integrations.outcomes import denial, wait_decided
@@ -195,20 +196,23 @@ async def file_interruptions(
     """File a signoff request for each interruption: each item with its request id.
 
     The call id is the request's ``tool_call_id``, so filing again (after a restart) finds
-    the same request and its decision.
+    the same request and its decision; a function tool's ``params_json_schema`` goes with
+    it as ``args_schema``, so a person's edit must fit it.
     """
     asked: list[tuple[ToolApprovalItem, str]] = []
     for item in interruptions:
-        submitted = await backend.submit(
-            {
-                "session_id": session_id,
-                "kind": "approval",
-                "tool_name": item.name or "",
-                "tool_args": _args(item),
-                "tool_call_id": _call_id(item),
-                "context": {"framework": "openai-agents", "agent": item.agent.name},
-            }
-        )
+        body: dict[str, Any] = {
+            "session_id": session_id,
+            "kind": "approval",
+            "tool_name": item.name or "",
+            "tool_args": _args(item),
+            "tool_call_id": _call_id(item),
+            "context": {"framework": "openai-agents", "agent": item.agent.name},
+        }
+        schema = sendable_schema(_tool_schema(item.agent, item.name or ""))
+        if schema is not None:
+            body["args_schema"] = schema
+        submitted = await backend.submit(body)
         asked.append((item, submitted.request.id))
     return asked
 
