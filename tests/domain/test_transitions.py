@@ -105,3 +105,17 @@ def test_a_client_name_only_comes_with_mcp_elicitation(via: Any, client: str) ->
     """client without mcp-elicitation, empty or too long: InvalidDecision."""
     with pytest.raises(InvalidDecision):
         apply_decision(hosted_call(), Approve(), BOB, NOW, via=via, client=client)
+
+
+def test_a_call_that_is_not_editable_is_approved_as_proposed_or_not_at_all() -> None:
+    """editable=false: approve with other args is InvalidDecision; plain or same args approve."""
+    new = NewRequest(session_id="s", tool_name="shell", tool_args={"command": "ls"}, editable=False)
+    request = build_request(new, requested_by="bot", now=NOW)
+    with pytest.raises(InvalidDecision, match="may not be edited"):
+        apply_decision(request, Approve(args={"command": "rm -rf /"}), ALICE, NOW)
+    same = apply_decision(request, Approve(args={"command": "ls"}), ALICE, NOW).request
+    plain = apply_decision(request, Approve(), ALICE, NOW).request
+    assert same.status == plain.status == "approved"
+    editable = build_request(new.model_copy(update={"editable": None}), requested_by="b", now=NOW)
+    edited = apply_decision(editable, Approve(args={"command": "pwd"}), ALICE, NOW).request
+    assert edited.status == "approved"

@@ -229,6 +229,25 @@ async def test_e_edits_args_refuses_non_objects_then_approves_the_edit(
         assert stored.approved_args == {"command": "ls"}
 
 
+async def test_e_on_a_call_that_is_not_editable_opens_no_editor(
+    agent: LocalBackend, person: LocalBackend
+) -> None:
+    """editable=false: the detail says so, e says why and opens nothing, a still approves."""
+    request = await submit(
+        agent, kind="approval", tool_name="shell", tool_args={"command": "make"}, editable=False
+    )
+    app = InboxApp(person)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.visible_ids == [request.id], "the call is listed")
+        assert "not allowed: approve as proposed or reject" in detail_text(app)
+        await pilot.press("e")
+        assert not isinstance(app.screen, EditArgsScreen)
+        await said(pilot, app, "may not be edited")
+        assert (await status(person, request)).status == "pending"
+        await pilot.press("a")
+        await said(pilot, app, f"{request.id}: approved")
+
+
 async def test_c_chooses_by_number_and_refuses_other_input(
     agent: LocalBackend, person: LocalBackend
 ) -> None:

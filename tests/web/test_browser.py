@@ -315,3 +315,18 @@ def test_inbox_reconnects_after_a_server_restart(page: Page, server: Server) -> 
         page.wait_for_function("document.getElementById('pending-count').textContent === '2'")
     finally:
         restarted.stop()
+
+
+def test_a_call_that_is_not_editable_offers_no_edit(page: Page, agent: Agent) -> None:
+    """editable=false: the card has Approve and Reject but no Edit args and no editor."""
+    fixed = agent.submit(tool_name="shell", tool_args={"command": "make"}, editable=False)
+    free = agent.submit(tool_name="shell", tool_args={"command": "make test"})
+    page.wait_for_selector(f"{card(page, fixed['id'])} [data-action=approve]")
+    page.wait_for_selector(f"{card(page, free['id'])} [data-action=edit]")
+    assert page.locator(f"{card(page, fixed['id'])} [data-action=edit]").count() == 0
+    assert page.locator(f"{card(page, fixed['id'])} [data-role=args-editor]").count() == 0
+    assert page.locator(f"{card(page, fixed['id'])} [data-action=reject]").count() == 1
+    waited = agent.wait_in_background(fixed["id"])
+    page.click(f"{card(page, fixed['id'])} [data-action=approve]")
+    answer = waited()
+    assert answer["status"] == "approved" and answer["approved_args"] == {"command": "make"}

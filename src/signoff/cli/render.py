@@ -120,6 +120,8 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
         row("approvers", ", ".join(request.approvers) or "any approver")
         row("quorum", f"{len(request.votes)} of {request.quorum} approvals")
     row("allowed", ", ".join(request.allowed_decisions))
+    if isinstance(request, ApprovalRequest) and not request.editable:
+        row("edits", "not allowed: approve as proposed or reject")
     parts: list[RenderableType] = [head]
     if request.context is not None:
         parts += [

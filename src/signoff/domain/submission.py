@@ -69,6 +69,9 @@ class NewRequest(BaseModel):
     """approval: its arguments (default ``{}``)."""
     tool_call_id: Name | None = None
     """approval: the model's call id; same session and id again returns the same request."""
+    editable: bool | None = None
+    """approval: false when a person may not edit the arguments (only approve them as
+    proposed, or reject); default true. A requester may only narrow this."""
     args_schema: dict[str, JsonValue] | None = None
     """approval: the tool's JSON Schema for its arguments; approved args must fit it."""
     prompt: Text | None = None
@@ -106,7 +109,7 @@ class NewRequest(BaseModel):
     @model_validator(mode="after")
     def _fits_kind(self) -> Self:
         only = {
-            "approval": ("tool_name", "tool_args", "tool_call_id", "args_schema"),
+            "approval": ("tool_name", "tool_args", "tool_call_id", "args_schema", "editable"),
             "choice": ("options", "default_choice"),
             "questions": ("questions", "default_answers"),
         }
@@ -243,6 +246,7 @@ def build_request(
             tool_name=new.tool_name,
             tool_args=new.tool_args or {},
             tool_call_id=new.tool_call_id,
+            editable=new.editable is not False,
             preview=preview,
             args_schema=new.args_schema,
         )

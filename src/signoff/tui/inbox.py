@@ -138,6 +138,8 @@ def detail_view(request: Request, now: datetime | None = None) -> RenderableType
         row("approvers", ", ".join(request.approvers) or "any approver")
         row("votes", f"{len(request.votes)} of {request.quorum} approvals")
     row("allowed", ", ".join(request.allowed_decisions))
+    if isinstance(request, ApprovalRequest) and not request.editable:
+        row("edits", "not allowed: approve as proposed or reject")
     head.rstrip()
     parts: list[RenderableType] = [head]
     if isinstance(request, ApprovalRequest):
@@ -695,6 +697,12 @@ class InboxApp(App[None]):
         """Edit the highlighted call's args as JSON, then approve the edit."""
         request = self._target(kind="approval", verb="edit")
         if not isinstance(request, ApprovalRequest):
+            return
+        if not request.editable:
+            self.say(
+                f"{request.id} may not be edited: a approves it as proposed, r rejects it",
+                error=True,
+            )
             return
 
         async def done(args: dict[str, JsonValue] | None) -> None:

@@ -199,13 +199,16 @@ function controls(req, card, opts) {
       row.append(
         h("button", { type: "button", class: "approve", "data-action": "approve",
           onclick: (e) => send({ type: "approve", scope: scope.value }, e.currentTarget) }, "Approve"),
-        h("label", { class: "scope" }, "scope ", scope),
-        h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+        h("label", { class: "scope" }, "scope ", scope));
+      // a call the requester marked not editable is approved as proposed or rejected
+      if (req.editable !== false) {
+        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+      }
     }
     box.append(row);
     const editor = argsEditor(req, (args, button) =>
       send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]').value }, button));
-    if (allowed.has("approve")) box.append(editor);
+    if (allowed.has("approve") && req.editable !== false) box.append(editor);
   } else if (req.kind === "choice" && allowed.has("choose")) {
     box.append(choiceControls(req, send));
   } else if (req.kind === "questions") {
