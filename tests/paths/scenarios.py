@@ -216,9 +216,15 @@ REJECT_WON = SCENARIOS["reject"]
 """The race's outcome when the rejection wins."""
 
 
-def scenarios(*kinds: Kind, skip: tuple[str, ...] = ()) -> list[Scenario]:
-    """The scenarios of these kinds (all without), less the named ones."""
-    return [s for s in SCENARIOS.values() if (not kinds or s.kind in kinds) and s.name not in skip]
+def scenarios(
+    *kinds: Kind, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()
+) -> list[Scenario]:
+    """The scenarios of these kinds (all without), less ``skip``, only ``only`` if given."""
+    return [
+        s
+        for s in SCENARIOS.values()
+        if (not kinds or s.kind in kinds) and s.name not in skip and (not only or s.name in only)
+    ]
 
 
 def decision_for(decision: dict[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
@@ -323,8 +329,12 @@ def serve_paths(home: Path) -> Iterator[PathsServer]:
             running.stop()
 
 
-def check(paths: PathsServer, scenario: Scenario, outcome: Outcome) -> None:
-    """Assert the outcome is the scenario's (the race's: whichever decision won)."""
+def check(paths: PathsServer, scenario: Scenario, outcome: Outcome, via: str | None = None) -> None:
+    """Assert the outcome is the scenario's (the race's: whichever decision won).
+
+    ``via`` is the channel the decision must be recorded under when it is not the scenario's
+    (``mcp-elicitation`` for an answer given in an MCP client's own prompt).
+    """
     with httpx.Client(base_url=paths.api, headers=bearer(paths.admin_token), timeout=30) as http:
         request = http.get(f"/requests/{outcome.request_id}").json()
         entries = http.get("/audit", params={"request_id": outcome.request_id}).json()["items"]
@@ -343,6 +353,6 @@ def check(paths: PathsServer, scenario: Scenario, outcome: Outcome) -> None:
         expected.audit,
         normalize(expected.told),
         [dict(a) for a in expected.ran],
-        expected.via,
+        via or expected.via,
     )
     assert got == want, f"{scenario.name}: got {got!r}\nwant {want!r}"

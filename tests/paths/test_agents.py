@@ -12,7 +12,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -35,17 +35,24 @@ from tests.paths.scenarios import (
 )
 from tests.serving import bearer
 
+if TYPE_CHECKING:
+    from tests.paths.mcp_paths import McpHost, Proxy
+
 Run = Callable[[PathsServer, Scenario, str], Awaitable[Outcome]]
 """An agent path: run the scenario's call in this session as the agent; its outcome."""
 
 
 async def filed(paths: PathsServer, session_id: str, timeout: float = 20.0) -> dict[str, Any]:
-    """The one request the agent filed in ``session_id``, once it is there."""
+    """The one pending request in ``session_id``, once the agent has filed it.
+
+    Sessions held for a whole module (MCP) settle each request before the next is filed.
+    """
     async with httpx.AsyncClient(
         base_url=paths.api, headers=bearer(paths.admin_token), timeout=10
     ) as http:
         for _ in range(int(timeout / 0.05)):
-            items = (await http.get("/requests", params={"session_id": session_id})).json()
+            query = {"session_id": session_id, "status": "pending"}
+            items = (await http.get("/requests", params=query)).json()
             if items["items"]:
                 assert len(items["items"]) == 1, items
                 found: dict[str, Any] = items["items"][0]
@@ -235,4 +242,23 @@ async def test_agent_path(paths: PathsServer, agent: str, scenario: Scenario) ->
     run, _ = AGENTS[agent]
     session = f"{agent}-{scenario.name}-{secrets.token_hex(3)}"
     outcome = await asyncio.wait_for(run(paths, scenario, session), 60)
+    check(paths, scenario, outcome)
+
+
+@pytest.mark.parametrize("scenario", scenarios("approval"), ids=lambda s: s.name)
+async def test_mcp_proxy_path(paths: PathsServer, mcp_proxy: Proxy, scenario: Scenario) -> None:
+    """A decision reaches a call made through ``signoff mcp-proxy`` as the scenario says."""
+    from tests.paths.mcp_paths import run_proxy
+
+    outcome = await asyncio.wait_for(run_proxy(mcp_proxy, paths, scenario, decide_as_person), 60)
+    check(paths, scenario, outcome)
+
+
+@pytest.mark.parametrize("scenario", scenarios("choice", "questions"), ids=lambda s: s.name)
+async def test_mcp_server_path(paths: PathsServer, mcp_server: McpHost, scenario: Scenario) -> None:
+    """A choice or an answer reaches ``signoff mcp-server``'s tools as the scenario says."""
+    from tests.paths.mcp_paths import run_server
+
+    run = run_server(mcp_server, "mcp-server-paths", paths, scenario, decide_as_person)
+    outcome = await asyncio.wait_for(run, 60)
     check(paths, scenario, outcome)

@@ -11,7 +11,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -23,6 +23,9 @@ from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
 from tests.paths.plain_agent import file_request, settle
 from tests.paths.scenarios import PathsServer, Scenario, check, scenarios
+
+if TYPE_CHECKING:
+    from tests.paths.mcp_paths import Proxy
 
 Decide = Callable[[PathsServer, str, dict[str, Any]], Awaitable[bool]]
 """A decider path: decide one request; True when this decision was taken, False on conflict."""
@@ -137,6 +140,30 @@ COMBINATIONS = [
 async def test_decider_path(paths: PathsServer, decider: str, scenario: Scenario) -> None:
     """A decision made through this path ends exactly as the scenario says."""
     await run_combination(paths, scenario, DECIDERS[decider])
+
+
+async def find(paths: PathsServer, session_id: str, scenario: Scenario) -> str:
+    """Only find the session's pending request (someone else decides it); its id."""
+    from tests.paths.test_agents import filed
+
+    return str((await filed(paths, session_id))["id"])
+
+
+@pytest.mark.parametrize("scenario", scenarios(only=("approve", "reject")), ids=lambda s: s.name)
+async def test_mcp_elicitation_decider(
+    paths: PathsServer, mcp_elicit: Proxy, scenario: Scenario
+) -> None:
+    """An approve or reject answered in the MCP client's elicitation ends as in the inbox."""
+    from tests.paths.mcp_paths import run_proxy
+
+    assert scenario.decision is not None
+    approve = scenario.decision["type"] == "approve"
+    mcp_elicit.answer = {
+        "approve": approve,
+        "reason": "" if approve else scenario.decision["reason"],
+    }
+    outcome = await asyncio.wait_for(run_proxy(mcp_elicit, paths, scenario, find), 60)
+    check(paths, scenario, outcome, via="mcp-elicitation")
 
 
 async def test_expiry_with_nobody_deciding_is_seen_alike(paths: PathsServer) -> None:

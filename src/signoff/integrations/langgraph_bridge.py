@@ -53,6 +53,7 @@ from signoff.errors import (
     SignoffError,
     TaskNotFound,
 )
+from signoff.leases import holding
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
 
@@ -383,7 +384,8 @@ class LangGraphBridge:
         claimed: list[str] = []
         try:
             await self._claim(decided, claimed)
-            output = await self._invoke(Command(resume=resume), thread_id)
+            async with holding(self.backend, claimed):
+                output = await self._invoke(Command(resume=resume), thread_id)
         except Exception as exc:
             await self._unrun(claimed, exc)
             await self._failed(running, exc)

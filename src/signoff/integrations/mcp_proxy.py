@@ -71,6 +71,7 @@ from signoff.domain.submission import NewRequest
 from signoff.domain.transitions import MAX_CLIENT_NAME
 from signoff.errors import CallerError, InvalidTransition, NotAllowed, RequestNotFound
 from signoff.integrations.outcomes import denial, edit_note
+from signoff.leases import holding
 
 __all__ = ["HintedPolicy", "McpProxy", "Upstream", "UpstreamDown"]
 
@@ -494,7 +495,8 @@ class McpProxy:
         except InvalidTransition:  # another caller claimed it first: theirs to run
             return await self._outcome(_approval(await self.backend.get(request.id)))
         try:
-            result = await self.upstream.call(lambda c: c.call_tool(request.tool_name, args))
+            async with holding(self.backend, [request.id]):
+                result = await self.upstream.call(lambda c: c.call_tool(request.tool_name, args))
         except (UpstreamDown, MCPError) as exc:
             error = str(exc)
             await self.backend.fail(request.id, f"{error} (not run again)")

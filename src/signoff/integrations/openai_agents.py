@@ -67,6 +67,7 @@ from signoff.domain.schemas import sendable_schema
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
 from signoff.integrations.outcomes import denial, wait_decided
+from signoff.leases import holding
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
 
@@ -525,7 +526,8 @@ class _Loop:
             await self.backend.claim(request_id, args)
         with signoff_edits(applied.edits) as read:
             try:
-                result = await Runner.run(self.agent, state, run_config=self.run_config)
+                async with holding(self.backend, [rid for rid, _ in applied.approved.values()]):
+                    result = await Runner.run(self.agent, state, run_config=self.run_config)
             except Exception as exc:
                 for request_id, _ in applied.approved.values():
                     with contextlib.suppress(InvalidTransition):

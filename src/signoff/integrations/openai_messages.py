@@ -44,6 +44,7 @@ from signoff.integrations.outcomes import (
     edit_note,
     wait_decided,
 )
+from signoff.leases import holding
 from signoff.service import Service, validation_message
 
 if TYPE_CHECKING:
@@ -296,7 +297,8 @@ async def _run_approved(
             )
         return f"The arguments do not fit the tool ({problem}), so the call was not run."
     try:
-        result = await _invoke(function, approved)
+        async with holding(backend, [request.id]):
+            result = await _invoke(function, approved)
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -36,6 +36,7 @@ from signoff.domain.schemas import sendable_schema
 from signoff.errors import InvalidRequest, NotAllowed, SignoffError
 from signoff.executor import ToolRegistry
 from signoff.integrations.outcomes import denial, edit_note, wait_decided
+from signoff.leases import holding
 from signoff.service import Service
 
 if TYPE_CHECKING:
@@ -411,7 +412,8 @@ class SignoffGate(AbstractCapability[Any]):
         self, request_id: str, args: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
         try:
-            result = await handler(args)
+            async with holding(self.backend, [request_id]):
+                result = await handler(args)
         except (ApprovalRequired, asyncio.CancelledError):
             raise
         except Exception as exc:
