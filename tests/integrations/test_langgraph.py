@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import pytest
 
 pytest.importorskip("langgraph", reason="needs the langgraph extra")
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -28,6 +31,7 @@ from pydantic import ValidationError
 
 from signoff.backends import LocalBackend
 from signoff.bus.local import LocalBus
+from signoff.client import AsyncClient
 from signoff.errors import InvalidDecision, InvalidRequest, InvalidTransition
 from signoff.integrations.langgraph import (
     AGENT_NAME,
@@ -38,11 +42,13 @@ from signoff.integrations.langgraph import (
     batch_response,
     check_middleware_decision,
 )
+from signoff.server.app import API
 from signoff.service import Service
 from signoff.store.base import Write
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import AGENT, APPROVER
 from tests.integrations.conftest import Sides
+from tests.serving import Server, agent_token, bearer
 
 Mode = Literal["per_call", "batched"]
 
@@ -582,6 +588,72 @@ async def test_bridge_works_with_an_in_process_service(tmp_path: Path) -> None:
     assert isinstance(bridge.backend, LocalBackend)
     assert first.task.user == AGENT.name
     await store.close()
+
+
+# -- a review that does not allow edit --------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["per_call", "batched"])
+async def test_a_review_without_edit_files_a_call_no_one_can_edit(
+    server: Server, tmp_path: Path, mode: Mode
+) -> None:
+    """Review approve/reject only: not editable, an edit gets 422 (HTTP, CLI), approve resumes."""
+    model = ScriptedModel(
+        messages=iter(
+            [
+                AIMessage(content="", tool_calls=[_call("send_email", "e1", to="ann", body="hi")]),
+                AIMessage(content="sent"),
+            ]
+        )
+    )
+    review: dict[str, bool | InterruptOnConfig] = {
+        "send_email": {"allowed_decisions": ["approve", "reject"]}
+    }
+    graph = create_agent(
+        model,
+        tools=[send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on=review, interrupt_mode=mode)],
+        checkpointer=InMemorySaver(),
+    )
+    assert server.admin_token is not None
+    index = SQLiteStore(tmp_path / "index.db")
+    await index.open()
+    try:
+        async with (
+            AsyncClient(server.base, agent_token(server)) as agent,
+            httpx.AsyncClient(base_url=server.base, headers=bearer(server.admin_token)) as http,
+        ):
+            bridge = LangGraphBridge(graph, agent, index)
+            first = await bridge.run(_prompt(), "t-noedit")
+            rid = first.task.pending[0].request_id
+            filed = (await http.get(f"{API}/requests/{rid}")).json()
+            assert (filed["editable"], filed["allowed_decisions"]) == (False, ["approve", "reject"])
+
+            edit = {"type": "approve", "args": {"to": "eve", "body": "hi"}}
+            refused = await http.post(f"{API}/requests/{rid}/decision", json=edit)
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"] == "InvalidDecision"
+            command = [
+                sys.executable, "-m", "signoff", "approve", rid, "--args",
+                json.dumps(edit["args"]), "--server", server.base, "--token", server.admin_token,
+            ]  # fmt: skip
+            cli = await asyncio.to_thread(
+                subprocess.run, command, capture_output=True, text=True, env=server.env,
+                timeout=60, check=False,
+            )  # fmt: skip
+            assert cli.returncode == 3, cli.stderr
+            assert cli.stderr.startswith("error: ") and len(cli.stderr.splitlines()) == 1
+            assert "may not be edited" in cli.stderr
+            assert (await http.get(f"{API}/requests/{rid}")).json()["status"] == "pending"
+
+            approved = await http.post(f"{API}/requests/{rid}/decision", json={"type": "approve"})
+            assert approved.status_code == 200, approved.text
+            resumed = await bridge.resume("t-noedit", wait=20)
+    finally:
+        await index.close()
+    assert resumed is not None and resumed.task.status == "Completed"
+    assert _tool_results(resumed.output)["e1"].content == "sent to ann: hi"
+    assert resumed.output["messages"][-1].content == "sent"
 
 
 async def test_a_claimed_call_langgraph_refuses_ends_failed_with_its_reason(sides: Sides) -> None:

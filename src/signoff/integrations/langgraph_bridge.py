@@ -473,6 +473,8 @@ class LangGraphBridge:
         new = NewRequest.model_validate(
             {**base, "kind": "approval", "tool_name": name, "tool_args": args,
              "tool_call_id": _key(tool_call_id), "allowed_decisions": signoff_allowed or None,
+             # a review without edit: LangGraph would refuse the edit and wedge the thread
+             "editable": "edit" in allowed,
              "context": action.get("description")}
         )  # fmt: skip
         return GraphAsk(
