@@ -6,9 +6,12 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from signoff.client import API, AsyncClient
 from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.tui.tmux import Tmux
 
 EXITS_WITHIN = 5.0
 """Seconds ``serve`` may take to exit after SIGTERM (its default --shutdown-timeout)."""
@@ -65,16 +69,60 @@ async def terminate(server: Server) -> float:
     return elapsed
 
 
+def start_followers(server: Server, admin: str) -> tuple[Tmux | None, subprocess.Popen[str]]:
+    """A terminal inbox under tmux (if tmux is here) and ``signoff watch``, both on ``server``."""
+    remote = ["--server", server.base, "--token", admin]
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "signoff", "watch", "--json", "--since", "0", *remote],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env,
+    )  # fmt: skip
+    if shutil.which("tmux") is None:
+        return None, watch
+    tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "inbox")
+    command = [sys.executable, "-m", "signoff", "inbox", *remote]
+    subprocess.run(
+        ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "inbox",
+         "-x", "140", "-y", "40", *command],
+        check=True, env={**server.env, "TERM": "xterm-256color"},
+    )  # fmt: skip
+    tmux.wait_for("0 pending")
+    return tmux, watch
+
+
 async def test_sigterm_with_streams_and_waits_open(
     serving: tuple[Server, int, dict[str, str]],
 ) -> None:
     """SIGTERM exits within 5 s: WS gets 1001, SSE ends, a wait gets 503; after a restart a
-    client resuming from its last seq gets what happened meanwhile, and a waiting Client wakes."""
+    client resuming from its last seq gets what happened meanwhile, a waiting Client wakes,
+    and ``signoff watch`` and a terminal inbox kept running and caught up."""
     server, port, env = serving
     assert server.admin_token is not None
     admin = server.admin_token
     agent = agent_token(server)
     ws_url = server.base.replace("http", "ws") + f"{API}/ws"
+    tmux, watch = await asyncio.to_thread(start_followers, server, admin)
+    try:
+        await stop_and_resume(server, port, env, admin, agent, ws_url, tmux, watch)
+    finally:
+        if tmux is not None:
+            kill = ["tmux", "-L", tmux.socket, "kill-server"]
+            await asyncio.to_thread(subprocess.run, kill, check=False)
+        if watch.poll() is None:
+            watch.kill()
+        watch.communicate()
+
+
+async def stop_and_resume(
+    server: Server,
+    port: int,
+    env: dict[str, str],
+    admin: str,
+    agent: str,
+    ws_url: str,
+    tmux: Tmux | None,
+    watch: subprocess.Popen[str],
+) -> None:
+    """The scenario: streams and waits open, SIGTERM, restart, a decision, everyone resumes."""
     async with (
         httpx.AsyncClient(base_url=server.base, timeout=30) as http,
         AsyncClient(server.base, agent) as waiting_client,
@@ -109,6 +157,8 @@ async def test_sigterm_with_streams_and_waits_open(
             )
             assert second.status_code == 201, second.text
             await asyncio.sleep(0.5)  # every stream and poll is open and waiting
+            if tmux is not None:
+                await asyncio.to_thread(tmux.wait_for, "2 pending", 30)
             assert not (ws_reader.done() or sse_reader.done() or long_poll.done())
 
             elapsed = await terminate(server)
@@ -140,6 +190,15 @@ async def test_sigterm_with_streams_and_waits_open(
             assert approved.status_code == 200, approved.text
             woken = await asyncio.wait_for(client_wait, 10)
             assert woken.status == "approved"
+            if tmux is not None:  # the inbox reconnected and applied the decision
+                await asyncio.to_thread(tmux.wait_for, "1 pending", 30)
+            await asyncio.sleep(2)
+            assert watch.poll() is None, "signoff watch exited when the server went away"
+            watch.terminate()
+            printed, _ = await asyncio.to_thread(watch.communicate, timeout=10)
+            watched = [json.loads(line) for line in printed.splitlines() if line.strip()]
+            assert ("decided", request_id) in {(e["type"], e["request"]["id"]) for e in watched}
+            assert len({e["seq"] for e in watched}) == len(watched)  # nothing twice
             async with connect(
                 f"{ws_url}?since={last_seq}", additional_headers=bearer(admin)
             ) as resumed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 import typer
@@ -27,6 +28,7 @@ from signoff.cli.safe_text import visible_json
 from signoff.domain.decisions import Scope
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
+from signoff.errors import StoreUnavailable
 from signoff.store.base import RequestQuery
 
 __all__ = ["register"]
@@ -313,16 +315,27 @@ def watch(
 
     async def go() -> None:
         seen = 0
+        last = since
+        answered = False  # a server that answered once and went away is waited for
         async with open_backend(db, server, token, principal=local_principal()) as backend:
-            async for event in backend.events(since=since, session_id=session):
-                if as_json:
-                    line = visible_json(event.model_dump_json())
-                    console.print(line, markup=False, soft_wrap=True)
-                else:
-                    console.print(event_line(event))
-                seen += 1
-                if count is not None and seen >= count:
-                    return
+            while True:
+                try:
+                    async for event in backend.events(since=last, session_id=session):
+                        answered = True
+                        last = event.seq
+                        if as_json:
+                            line = visible_json(event.model_dump_json())
+                            console.print(line, markup=False, soft_wrap=True)
+                        else:
+                            console.print(event_line(event))
+                        seen += 1
+                        if count is not None and seen >= count:
+                            return
+                    answered = True  # the server ended the stream (it is stopping): resume
+                except StoreUnavailable:
+                    if not answered:
+                        raise
+                await asyncio.sleep(1.0)
 
     try:
         run(go)
