@@ -11,6 +11,7 @@ from tests.paths.scenarios import PathsServer, serve_paths
 
 if TYPE_CHECKING:
     from tests.paths.mcp_paths import McpHost, Proxy
+    from tests.paths.web_inbox import WebInbox
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +51,17 @@ def mcp_server(paths: PathsServer) -> Iterator[McpHost]:
     host = mcp_server(paths, "mcp-server-paths")
     yield host
     host.close()
+
+
+@pytest.fixture(scope="module")
+def web_inbox(paths: PathsServer) -> Iterator[WebInbox]:
+    """The web inbox signed in as the admin in real headless Chromium, held for the module."""
+    from tests.web.browser import need_chromium
+
+    need_chromium()
+    from tests.paths.web_inbox import WebInbox
+
+    inbox = WebInbox(paths)
+    yield inbox
+    inbox.close()
+    assert inbox.errors == [], inbox.errors

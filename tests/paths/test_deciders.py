@@ -26,6 +26,7 @@ from tests.paths.scenarios import PathsServer, Scenario, check, scenarios
 
 if TYPE_CHECKING:
     from tests.paths.mcp_paths import Proxy
+    from tests.paths.web_inbox import WebInbox
 
 Decide = Callable[[PathsServer, str, dict[str, Any]], Awaitable[bool]]
 """A decider path: decide one request; True when this decision was taken, False on conflict."""
@@ -103,12 +104,30 @@ async def by_cli_remote(paths: PathsServer, request_id: str, decision: dict[str,
     return False
 
 
+def by_web(inbox: WebInbox) -> Decide:
+    """The web inbox in Chromium: the card's buttons and fields."""
+
+    async def decide(paths: PathsServer, request_id: str, decision: dict[str, Any]) -> bool:
+        await inbox.decide(request_id, decision)
+        return True
+
+    return decide
+
+
 DECIDERS: dict[str, Decide] = {
     "service": by_service,
     "client": by_client,
     "cli": by_cli,
     "cli-remote": by_cli_remote,
 }
+
+HELD: dict[str, tuple[str, Callable[[Any], Decide]]] = {
+    "web": ("web_inbox", by_web),
+}
+"""Deciders on a session held for the module: the fixture holding it, and the decider on it."""
+
+NO_RACE = {"web"}
+"""Deciders whose race is not run here: a click gives no taken/refused answer to count."""
 
 
 async def run_combination(paths: PathsServer, scenario: Scenario, decide: Decide) -> None:
@@ -130,16 +149,24 @@ async def run_combination(paths: PathsServer, scenario: Scenario, decide: Decide
 
 COMBINATIONS = [
     pytest.param(decider, scenario, id=f"{decider}-{scenario.name}")
-    for decider in DECIDERS
+    for decider in [*DECIDERS, *HELD]
     for scenario in scenarios()
     if not (scenario.name == "expiry" and decider != "client")  # nobody decides: one path
+    and not (scenario.race is not None and decider in NO_RACE)
 ]
 
 
 @pytest.mark.parametrize(("decider", "scenario"), COMBINATIONS)
-async def test_decider_path(paths: PathsServer, decider: str, scenario: Scenario) -> None:
+async def test_decider_path(
+    paths: PathsServer, decider: str, scenario: Scenario, request: pytest.FixtureRequest
+) -> None:
     """A decision made through this path ends exactly as the scenario says."""
-    await run_combination(paths, scenario, DECIDERS[decider])
+    if decider in HELD:
+        fixture, make = HELD[decider]
+        decide = make(request.getfixturevalue(fixture))
+    else:
+        decide = DECIDERS[decider]
+    await run_combination(paths, scenario, decide)
 
 
 async def find(paths: PathsServer, session_id: str, scenario: Scenario) -> str:
