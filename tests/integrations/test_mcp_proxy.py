@@ -130,6 +130,34 @@ async def test_edited_arguments_are_what_reaches_the_wrapped_server(
     assert "a person edited the arguments" in text(result)
 
 
+async def test_requests_carry_the_tools_input_schema_and_a_breaking_edit_is_422(
+    server: Server, api: httpx.AsyncClient, log: Path
+) -> None:
+    """The request carries the wrapped tool's inputSchema; an edit breaking it is 422, the
+    request stays pending and nothing runs until a fitting edit is approved."""
+    async with proxied(server, log) as client:
+        listed = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        call = asyncio.create_task(
+            client.call_tool("send_email", {"to": "all@corp.example", "body": "hi"})
+        )
+        request = await pending_request(api)
+        assert request["args_schema"] == listed["send_email"]
+        bad = {"to": ["a@corp.example", "b@corp.example"], "body": "hi"}
+        refused = await api.post(
+            f"{API}/requests/{request['id']}/decision", json={"type": "approve", "args": bad}
+        )
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"] == "InvalidDecision"
+        assert "args/to" in refused.json()["detail"]
+        again = (await api.get(f"{API}/requests/{request['id']}")).json()
+        assert again["status"] == "pending"
+        assert calls(log) == []
+        edited = {"to": "team@corp.example", "body": "hi"}
+        await decide(api, request["id"], {"type": "approve", "args": edited})
+        await call
+    assert calls(log) == [{"tool": "send_email", "args": edited}]
+
+
 async def test_a_rejection_reaches_the_client_as_a_tool_error_with_the_reason(
     server: Server, api: httpx.AsyncClient, log: Path
 ) -> None:

@@ -67,6 +67,7 @@ from signoff.backends import Backend
 from signoff.domain.decisions import Approve, Reject
 from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.schemas import sendable_schema
 from signoff.domain.submission import NewRequest
 from signoff.domain.transitions import MAX_CLIENT_NAME
 from signoff.errors import CallerError, InvalidTransition, NotAllowed, RequestNotFound
@@ -241,6 +242,8 @@ class McpProxy:
         self.hold = clamp_hold(hold)
         self.server_name = server_name
         self._seal_key = secrets.token_bytes(32)
+        self._schemas: dict[str, dict[str, JsonValue] | None] = {}
+        """Each upstream tool's inputSchema as listed, sent with its requests."""
 
     def server(self) -> Server[Any]:
         """The lowlevel MCP server to serve; what the child offers, plus ``signoff_await``."""
@@ -275,6 +278,7 @@ class McpProxy:
         listed = await self._forward(lambda c: c.list_tools(cursor=cursor))
         for tool in listed.tools:
             self.policy.hints[tool.name] = tool.annotations
+            self._schemas[tool.name] = sendable_schema(tool.input_schema)
         tools = [t for t in listed.tools if t.name != AWAIT_TOOL]
         if cursor is None:
             tools.append(await_tool())
@@ -342,6 +346,7 @@ class McpProxy:
                     kind="approval",
                     tool_name=params.name,
                     tool_args=args,
+                    args_schema=self._schemas.get(params.name),
                     context={"via": "mcp-proxy", "server": self.server_label()},
                 )
             )
@@ -366,6 +371,7 @@ class McpProxy:
                 listed: types.ListToolsResult = await self.upstream.call(page)
                 for tool in listed.tools:
                     self.policy.hints[tool.name] = tool.annotations
+                    self._schemas[tool.name] = sendable_schema(tool.input_schema)
                 cursor = listed.next_cursor
                 if cursor is None:
                     break
