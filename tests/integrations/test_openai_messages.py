@@ -19,6 +19,7 @@ import openai
 from signoff.backends import Backend
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidDecision
+from signoff.integrations import openai_messages
 from signoff.integrations.openai_messages import (
     HUMAN_INTERVENTION_TOOL,
     INTERNAL_MARK,
@@ -417,8 +418,34 @@ async def test_tool_error_fails_the_request(sides: Sides, http: Http) -> None:
     assert request.result is not None and request.result.error == "RuntimeError: disk full"
 
 
-async def test_edit_the_tool_cannot_take_is_refused(sides: Sides, http: Http) -> None:
-    """Edited arguments that do not fit the function never run; the request is failed."""
+async def test_requests_carry_the_tools_parameters_and_a_breaking_edit_is_422(
+    sides: Sides, http: Http
+) -> None:
+    """Each request carries its tool's parameters schema from the tools list; an edit
+    breaking it is 422 with the request pending, and a fitting edit then runs."""
+    fake = FakeChat([MIXED[0]], "ok")
+    tools = Tools()
+
+    async def person(backend: Backend) -> None:
+        [request] = await pending(backend, 1)
+        assert isinstance(request, ApprovalRequest)
+        assert request.args_schema == TOOLS[0]["function"]["parameters"]
+        with pytest.raises(InvalidDecision, match="'version' is a required property"):
+            await backend.decide(request.id, {"type": "approve", "args": {"service": "api"}})
+        assert (await backend.get(request.id)).status == "pending"
+        edit = {"service": "api", "version": "1.3"}
+        await backend.decide(request.id, {"type": "approve", "args": edit})
+
+    await run_loop(sides, http(fake), tools, person)
+    assert tools.ran == [("deploy", {"service": "api", "version": "1.3"})]
+
+
+async def test_edit_the_tool_cannot_take_is_refused(
+    sides: Sides, http: Http, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edited arguments that do not fit the function, on a request filed without a schema,
+    never run; the request is failed."""
+    monkeypatch.setattr(openai_messages, "tool_schemas", lambda tools: {})
     fake = FakeChat([MIXED[0]], "ok")
     tools = Tools()
 

@@ -35,6 +35,7 @@ from pydantic import JsonValue, ValidationError
 from signoff.backends import Backend, as_backend
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, Request
+from signoff.domain.schemas import sendable_schema
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import ArgsMismatch, InvalidRequest, InvalidTransition
 from signoff.integrations.outcomes import (
@@ -62,6 +63,7 @@ __all__ = [
     "resolve_tool_calls",
     "run_tools_with_approval",
     "strip_signoff",
+    "tool_schemas",
 ]
 
 Target: TypeAlias = "Service | Backend | Client"
@@ -194,8 +196,27 @@ def _idempotency_key(session_id: str, call_id: str) -> str:
     return "openai:" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def tool_schemas(tools: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, JsonValue]]:
+    """Each function tool's ``parameters`` schema that signoff takes, by name, from a
+    chat-completions ``tools`` list."""
+    found: dict[str, dict[str, JsonValue]] = {}
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            continue
+        schema = sendable_schema(function.get("parameters"))
+        if schema is not None:
+            found.setdefault(function["name"], schema)
+    return found
+
+
 async def _file(
-    call: _Call, backend: Backend, session_id: str, timeout: float, context: str | None
+    call: _Call,
+    backend: Backend,
+    session_id: str,
+    timeout: float,
+    context: str | None,
+    schema: dict[str, JsonValue] | None = None,
 ) -> Request | ToolMessage:
     """Open the call's request (or find the one opened before), or tell the model why not."""
     fields: dict[str, Any]
@@ -220,6 +241,8 @@ async def _file(
             "tool_args": call.args,
             "tool_call_id": call.id,
         }
+        if schema is not None:
+            fields["args_schema"] = schema
         if context:
             fields["context"] = {"assistant_said": context}
     try:
@@ -345,6 +368,7 @@ async def resolve_tool_calls(
     principal: Principal | None = None,
     timeout: float = 300.0,
     on_submitted: Callable[[list[str]], Awaitable[None]] | None = None,
+    tools: Iterable[Mapping[str, Any]] = (),
 ) -> list[ToolMessage]:
     """Put every tool call of ``assistant_message`` to a person; the tool messages, in order.
 
@@ -353,7 +377,9 @@ async def resolve_tool_calls(
     Requests are filed first (``on_submitted`` gets their ids), then each call is waited on
     and, once approved, claimed and run from ``implementations``. A call still undecided
     at ``timeout`` seconds is withdrawn and denied. Filing the same message again in the
-    same session finds the same requests: nothing is asked or run twice.
+    same session finds the same requests: nothing is asked or run twice. ``tools`` (the
+    chat-completions tools list) gives each call's ``parameters`` schema to its request, so
+    a person's edit must fit it.
     """
     if not 0 < len(session_id) <= _KEY_LIMIT:
         raise ValueError(f"session_id must be 1 to {_KEY_LIMIT} characters")
@@ -361,12 +387,14 @@ async def resolve_tool_calls(
     message = _as_dict(assistant_message)
     content = message.get("content")
     said = content if isinstance(content, str) and content.strip() else None
+    schemas = tool_schemas(tools)
     out: list[ToolMessage | None] = []
     asked: list[tuple[int, _Call, Request]] = []
     for raw in message.get("tool_calls") or ():
         parsed = _parse(raw)
         if isinstance(parsed, _Call):
-            filed = await _file(parsed, backend, session_id, timeout, said)
+            schema = schemas.get(parsed.name)
+            filed = await _file(parsed, backend, session_id, timeout, said, schema)
             if not isinstance(filed, dict):
                 asked.append((len(out), parsed, filed))
                 out.append(None)
@@ -482,6 +510,7 @@ async def run_tools_with_approval(
             principal=principal,
             timeout=timeout,
             on_submitted=on_submitted,
+            tools=tools,
         )
         history.extend(cast(list[dict[str, Any]], results))
     raise InvalidRequest(f"the model still called tools after {max_rounds} rounds; stopping")
