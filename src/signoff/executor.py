@@ -39,6 +39,7 @@ from signoff.errors import (
     RequestNotFound,
     SignoffError,
 )
+from signoff.leases import holding
 from signoff.store.base import RequestQuery
 
 __all__ = [
@@ -321,24 +322,8 @@ class Executor:
 
     async def _call_leased(self, request: ApprovalRequest, args: Mapping[str, JsonValue]) -> Any:
         """Run the claimed call, renewing its lease while it runs."""
-        heartbeat = asyncio.create_task(self._renew(request.id), name="signoff-executor-lease")
-        try:
+        async with holding(self.backend, [request.id], lease=self.lease):
             return await self.registry.call(request.tool_name, args)
-        finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
-
-    async def _renew(self, request_id: str) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            try:
-                await self.backend.renew(request_id, lease=self.lease)
-            except (InvalidTransition, RequestNotFound) as exc:
-                # the lease ended (the server failed the call) or the call is over
-                logger.warning("signoff executor: lease of %s: %s", request_id, exc.message)
-                return
-            except SignoffError as exc:  # e.g. the server restarting: try again in a while
-                logger.warning("signoff executor: lease of %s: %s", request_id, exc.message)
 
     async def _report(self, request_id: str, *, ok: bool, detail: JsonValue) -> Request:
         if ok:
