@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ from tests.paths.scenarios import PathsServer, serve_paths
 
 if TYPE_CHECKING:
     from tests.paths.mcp_paths import McpHost, Proxy
+    from tests.paths.terminal_inbox import TerminalInbox
     from tests.paths.web_inbox import WebInbox
 
 
@@ -65,3 +67,16 @@ def web_inbox(paths: PathsServer) -> Iterator[WebInbox]:
     yield inbox
     inbox.close()
     assert inbox.errors == [], inbox.errors
+
+
+@pytest.fixture(scope="module")
+def terminal_inbox(paths: PathsServer) -> Iterator[TerminalInbox]:
+    """``signoff inbox`` under tmux on the server's file, held for the module."""
+    pytest.importorskip("textual", reason="signoff inbox needs the tui extra")
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    from tests.paths.terminal_inbox import TerminalInbox
+
+    inbox = TerminalInbox(paths)
+    yield inbox
+    inbox.close()

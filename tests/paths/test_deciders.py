@@ -26,6 +26,7 @@ from tests.paths.scenarios import PathsServer, Scenario, check, scenarios
 
 if TYPE_CHECKING:
     from tests.paths.mcp_paths import Proxy
+    from tests.paths.terminal_inbox import TerminalInbox
     from tests.paths.web_inbox import WebInbox
 
 Decide = Callable[[PathsServer, str, dict[str, Any]], Awaitable[bool]]
@@ -104,8 +105,8 @@ async def by_cli_remote(paths: PathsServer, request_id: str, decision: dict[str,
     return False
 
 
-def by_web(inbox: WebInbox) -> Decide:
-    """The web inbox in Chromium: the card's buttons and fields."""
+def by_inbox(inbox: WebInbox | TerminalInbox) -> Decide:
+    """The web inbox in Chromium (the card's controls) or the terminal inbox (its keys)."""
 
     async def decide(paths: PathsServer, request_id: str, decision: dict[str, Any]) -> bool:
         await inbox.decide(request_id, decision)
@@ -122,12 +123,16 @@ DECIDERS: dict[str, Decide] = {
 }
 
 HELD: dict[str, tuple[str, Callable[[Any], Decide]]] = {
-    "web": ("web_inbox", by_web),
+    "web": ("web_inbox", by_inbox),
+    "terminal": ("terminal_inbox", by_inbox),
 }
 """Deciders on a session held for the module: the fixture holding it, and the decider on it."""
 
-NO_RACE = {"web"}
-"""Deciders whose race is not run here: a click gives no taken/refused answer to count."""
+NO_RACE = {"web", "terminal"}
+"""Deciders whose race is not run here: a click or key gives no taken/refused answer."""
+
+MISSING: dict[str, set[str]] = {"terminal": {"respond"}}
+"""Decisions a decider path does not offer at all (reported to the lead, not tested)."""
 
 
 async def run_combination(paths: PathsServer, scenario: Scenario, decide: Decide) -> None:
@@ -153,6 +158,7 @@ COMBINATIONS = [
     for scenario in scenarios()
     if not (scenario.name == "expiry" and decider != "client")  # nobody decides: one path
     and not (scenario.race is not None and decider in NO_RACE)
+    and scenario.name not in MISSING.get(decider, set())
 ]
 
 

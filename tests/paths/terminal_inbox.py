@@ -1,0 +1,77 @@
+"""The terminal inbox as a decider: the real ``signoff inbox`` under tmux, held per module."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from tests.paths.scenarios import OPTIONS, PathsServer
+from tests.tui.tmux import Tmux
+
+
+class TerminalInbox:
+    """``signoff inbox`` on the server's SQLite file, in a tmux window, as the local admin."""
+
+    def __init__(self, paths: PathsServer) -> None:
+        env = {**paths.server.env, "SIGNOFF_USER": "tester", "TERM": "xterm-256color"}
+        self.tmux = Tmux(f"signoff-paths-{uuid.uuid4().hex[:8]}", "inbox")
+        command = [sys.executable, "-m", "signoff", "inbox", "--db", paths.server.db]
+        subprocess.run(
+            ["tmux", "-L", self.tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s",
+             "inbox", "-x", "160", "-y", "45", *command],
+            check=True, env=env,
+        )  # fmt: skip
+        self.tmux.wait_for("0 pending")
+
+    def keys(self, *keys: str) -> None:
+        """Press tmux key names (``Enter``, ``C-s``, ``F7``) or single characters."""
+        self.tmux.tmux("send-keys", "-t", self.tmux.session, *keys)
+
+    async def decide(self, request_id: str, decision: dict[str, Any]) -> None:
+        """Make ``decision`` with the inbox's keys; returns once nothing is pending."""
+        await asyncio.to_thread(self._decide, decision)
+
+    def _decide(self, decision: dict[str, Any]) -> None:
+        self.tmux.wait_for("1 pending")
+        try:
+            self._keys_for(decision)
+            self.tmux.wait_for("0 pending")
+        finally:
+            self.keys("Escape")  # a dialog left open must not take the next test's keys
+
+    def _keys_for(self, decision: dict[str, Any]) -> None:
+        kind = decision["type"]
+        if kind == "approve" and "args" in decision:
+            self.keys("e")
+            self.tmux.wait_for("Ctrl+S approves")
+            self.keys("F7")
+            self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", json.dumps(decision["args"]))
+            self.keys("C-s")
+        elif kind == "approve":
+            self.keys("a")
+        elif kind == "reject":
+            self.keys("r")
+            self.tmux.wait_for("Enter rejects")
+            self.tmux.type(decision["reason"])
+        elif kind == "choose":
+            self.keys("c")
+            self.tmux.wait_for("Enter chooses")
+            self.tmux.type(str(OPTIONS.index(decision["choice"]) + 1))
+        elif kind == "answer":
+            self.keys("n")
+            self.tmux.wait_for("Ctrl+S sends")
+            (text,) = decision["answers"].values()
+            self.tmux.type(text)
+            time.sleep(0.5)  # Enter moves focus to the feedback field after the keys queued
+            self.tmux.type(decision["feedback"])
+        else:
+            raise AssertionError(f"the terminal inbox has no key for {kind}")
+
+    def close(self) -> None:
+        """Quit the inbox and end the tmux server."""
+        subprocess.run(["tmux", "-L", self.tmux.socket, "kill-server"], check=False)
