@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from signoff.backends import LocalBackend
 from signoff.bus.local import LocalBus
 from signoff.client import AsyncClient
+from signoff.domain.requests import ApprovalRequest
 from signoff.errors import InvalidDecision, InvalidRequest, InvalidTransition
 from signoff.integrations.langgraph import (
     AGENT_NAME,
@@ -656,11 +657,39 @@ async def test_a_review_without_edit_files_a_call_no_one_can_edit(
     assert resumed.output["messages"][-1].content == "sent"
 
 
+@pytest.mark.parametrize("mode", ["per_call", "batched"])
+async def test_requests_carry_the_tools_schema_and_a_breaking_edit_is_422(
+    sides: Sides, mode: Mode
+) -> None:
+    """Each middleware call's request carries its tool's schema from the graph's ToolNode; the
+    issue's edit (a string made a list) is 422 with the request pending, and a fitting edit
+    then resumes the thread."""
+    turn = AIMessage(content="", tool_calls=[_call("send_email", "s1", to="ann", body="hi")])
+    model = ScriptedModel(messages=iter([turn, AIMessage(content="sent")]))
+    graph = _agent(model, InMemorySaver(), mode)
+    bridge = LangGraphBridge(graph, sides.agent, sides.service.store)
+    first = await bridge.run(_prompt(), "t-schema")
+    rid = first.task.pending[0].request_id
+    filed = await sides.person.get(rid)
+    assert isinstance(filed, ApprovalRequest)
+    assert filed.args_schema is not None
+    assert filed.args_schema["required"] == ["to", "body"]
+    bad = {"type": "approve", "args": {"to": ["a", "b"], "body": "hi"}}
+    with pytest.raises(InvalidDecision, match="args/to"):
+        await sides.person.decide(rid, bad)
+    assert (await sides.person.get(rid)).status == "pending"
+    await sides.person.decide(rid, {"type": "approve", "args": {"to": "zoe", "body": "hi"}})
+    resumed = await bridge.resume("t-schema", wait=20)
+    assert resumed is not None and resumed.task.status == "Completed"
+    assert "sent to zoe: hi" in str(_tool_results(resumed.output)["s1"].content)
+
+
 async def test_a_claimed_call_langgraph_refuses_ends_failed_with_its_reason(sides: Sides) -> None:
     """An edit LangGraph refuses at resume: the claimed call ends failed with why, never run."""
     turn = AIMessage(content="", tool_calls=[_call("send_email", "s1", to="ann", body="hi")])
     graph = _agent(ScriptedModel(messages=iter([turn])), InMemorySaver())
     bridge = LangGraphBridge(graph, sides.agent, sides.service.store)
+    bridge.tool_schemas = {}  # filed without the schema (as before args_schema), so it decides
     first = await bridge.run(_prompt(), "t-ref")
     rid = first.task.pending[0].request_id
     # the issue's edit: a string argument made a list, which send_email's schema refuses

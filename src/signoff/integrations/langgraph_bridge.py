@@ -27,6 +27,7 @@ from pydantic import JsonValue
 try:
     from langchain_core.messages import ToolMessage
     from langchain_core.runnables import RunnableConfig
+    from langchain_core.utils.function_calling import convert_to_openai_tool
     from langgraph.pregel import Pregel
     from langgraph.types import Command, Interrupt, StateSnapshot
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -44,6 +45,7 @@ from signoff.domain.requests import (
     QuestionsRequest,
     Request,
 )
+from signoff.domain.schemas import sendable_schema
 from signoff.domain.submission import NewRequest
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import (
@@ -75,6 +77,7 @@ __all__ = [
     "Resumed",
     "batch_response",
     "check_middleware_decision",
+    "graph_tool_schemas",
     "middleware_decision",
 ]
 
@@ -217,6 +220,31 @@ class _Filed(_Model):
     allowed: tuple[tuple[str, ...], ...]
 
 
+def graph_tool_schemas(graph: Any) -> dict[str, dict[str, JsonValue]]:
+    """The argument JSON Schema of each tool in ``graph``'s tool nodes, by tool name.
+
+    Tools are found in nodes that hold a ``tools_by_name`` map (LangGraph's ``ToolNode``,
+    as ``create_agent`` builds it); the schema is what the model is given
+    (``tool_call_schema``, without injected arguments). A tool whose schema cannot be read,
+    or that signoff would refuse, gets none: a person's edit then goes unchecked.
+    """
+    found: dict[str, dict[str, JsonValue]] = {}
+    nodes = getattr(graph, "nodes", None)
+    for node in (nodes or {}).values() if isinstance(nodes, Mapping) else ():
+        tools = getattr(getattr(node, "bound", None), "tools_by_name", None)
+        if not isinstance(tools, Mapping):
+            continue
+        for name, tool in tools.items():
+            try:
+                parameters = convert_to_openai_tool(tool)["function"].get("parameters")
+            except Exception:  # a tool langchain cannot describe is not checked
+                parameters = None
+            schema = sendable_schema(parameters)
+            if schema is not None:
+                found.setdefault(str(name), schema)
+    return found
+
+
 class LangGraphBridge:
     """Routes a compiled graph's interrupts through signoff, durably, one thread at a time.
 
@@ -244,6 +272,8 @@ class LangGraphBridge:
         self.user = user or (principal.name if principal else "agent:langgraph")
         self.expires_in = expires_in
         self.clock = clock
+        self.tool_schemas = graph_tool_schemas(graph)
+        """Each tool's argument schema, from the graph's tool nodes: sent with its requests."""
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -473,6 +503,7 @@ class LangGraphBridge:
         new = NewRequest.model_validate(
             {**base, "kind": "approval", "tool_name": name, "tool_args": args,
              "tool_call_id": _key(tool_call_id), "allowed_decisions": signoff_allowed or None,
+             "args_schema": self.tool_schemas.get(name),
              # a review without edit: LangGraph would refuse the edit and wedge the thread
              "editable": "edit" in allowed,
              "context": action.get("description")}
