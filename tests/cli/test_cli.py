@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -13,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from signoff.domain.principals import Principal
+from signoff.service import Service
+from signoff.store.sqlite import SQLiteStore
+
+WORKER = Principal(name="worker", role="admin")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -293,3 +300,24 @@ def test_watch_prints_events_from_another_process(
     events = [json.loads(line) for line in out.splitlines()]
     assert [e["type"] for e in events] == ["created", "decided"]
     assert events[1]["request"]["status"] == "approved"
+
+
+def test_show_names_the_claimant_and_the_lease_of_an_executing_call(
+    cli: Run, env: dict[str, str]
+) -> None:
+    """signoff show of a claimed call says who claimed it, when, and until when its lease holds."""
+    request = submit(cli, args={"command": "make deploy"})
+    assert cli("approve", request["id"]).returncode == 0
+
+    async def claim() -> None:
+        store = SQLiteStore(env["SIGNOFF_DB"].removeprefix("sqlite:///"))
+        async with Service(store, read_file=None) as service:
+            await service.claim(request["id"], {"command": "make deploy"}, WORKER, lease=90)
+
+    asyncio.run(claim())
+    shown = cli("show", request["id"])
+    assert shown.returncode == 0, shown.stderr
+    claimed = json.loads(cli("show", request["id"], "--json").stdout)
+    at = claimed["claimed_at"][:19].replace("T", " ")
+    until = claimed["lease_until"][:19].replace("T", " ")
+    assert f"by worker at {at}; lease until {until}" in shown.stdout

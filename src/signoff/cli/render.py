@@ -120,6 +120,10 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
         row("approvers", ", ".join(request.approvers) or "any approver")
         row("quorum", f"{len(request.votes)} of {request.quorum} approvals")
     row("allowed", ", ".join(request.allowed_decisions))
+    if isinstance(request, ApprovalRequest) and request.claimed_by is not None:
+        leased = request.status == "executing" and request.lease_until is not None
+        lease = f"; lease until {_when(request.lease_until)}" if leased else ""
+        row("claimed", f"by {request.claimed_by} at {_when(request.claimed_at)}{lease}")
     if isinstance(request, ApprovalRequest) and not request.editable:
         row("edits", "not allowed: approve as proposed or reject")
     parts: list[RenderableType] = [head]
