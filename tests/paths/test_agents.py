@@ -205,11 +205,20 @@ async def run_agents_sdk(paths: PathsServer, scenario: Scenario, session_id: str
     return await run(paths, scenario, session_id, decide_as_person)
 
 
+async def run_langgraph(paths: PathsServer, scenario: Scenario, session_id: str) -> Outcome:
+    """A LangGraph ``create_agent`` with ``HumanInTheLoopMiddleware``, through the bridge."""
+    pytest.importorskip("langgraph", reason="needs the langgraph extra")
+    from tests.paths.langgraph_path import run_langgraph as run
+
+    return await run(paths, scenario, session_id, decide_as_person)
+
+
 AGENTS: dict[str, tuple[Run, tuple[str, ...]]] = {
     "plain": (run_plain, ("approval", "choice", "questions")),
     "pydantic-ai": (run_pydantic_ai, ("approval", "choice", "questions")),
     "chat-completions": (run_chat_completions, ("approval", "choice")),
     "agents-sdk": (run_agents_sdk, ("approval",)),
+    "langgraph": (run_langgraph, ("approval",)),
 }
 """Each agent path and the request kinds it can file."""
 
@@ -217,6 +226,18 @@ XFAIL: dict[str, str] = {
     "agents-sdk-edit": (
         "not one of issue 16's items 1-7 (reported): the Agents SDK path gives the model the "
         "edited call's result without the edit note every other path appends"
+    ),
+    "langgraph-edit": (
+        "not one of issue 16's items 1-7 (reported): LangGraph's middleware tells the model its "
+        "own edit sentence, not the edit note every other path gives"
+    ),
+    "langgraph-reject": (
+        "not one of issue 16's items 1-7 (reported): LangGraph's middleware words a rejection "
+        "'User rejected the tool call for `deploy` with reason: ...', unlike every other path"
+    ),
+    "langgraph-expiry": (
+        "not one of issue 16's items 1-7 (reported): an expired call reaches a LangGraph model "
+        "as 'User rejected the tool call ... expired without a decision' (no person decided)"
     ),
 }
 """Known differences, strict so that the fix un-marks them; each is in the lead's report."""
