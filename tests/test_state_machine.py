@@ -1,9 +1,11 @@
 """Property test: random operation sequences never reach an illegal state.
 
 A hypothesis state machine drives the memory service with random submits, decisions,
-claims, results, cancels and clock moves, and after every step checks that each request's
-status history follows ``TRANSITIONS``, terminal states never change, versions only grow,
-and the audit chain verifies.
+claims (with leases), renewals, results, cancels and clock moves, and after every step
+checks that each request's status history follows ``TRANSITIONS``, terminal states never
+change, versions only grow, every executing call holds a lease, and the audit chain
+verifies; after a sweep no call is left executing past its lease, and a call the lease
+failed was claimed once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import TERMINAL, TRANSITIONS, ApprovalRequest, Request, Status
+from signoff.domain.transitions import LEASE_LAPSED
 from signoff.errors import CallerError
 from signoff.service import Service
 from signoff.testing import FakeClock, memory_service
@@ -115,14 +118,25 @@ class Lifecycle(RuleBasedStateMachine):
                 found.append(request)
         return found
 
-    @rule(data=st.data())
-    def claim_an_approved_call(self, data: st.DataObject) -> None:
-        """Claim an approved call with exactly its approved args."""
+    @rule(data=st.data(), lease=st.sampled_from([1, 10, 300]))
+    def claim_an_approved_call(self, data: st.DataObject, lease: int) -> None:
+        """Claim an approved call with exactly its approved args, for ``lease`` seconds."""
         approved = self.in_status("approved")
         if approved:
             request = data.draw(st.sampled_from(approved))
             assert request.approved_args is not None
-            self.run(self.service.claim(request.id, request.approved_args, PRINCIPALS[0]))
+            claim = self.service.claim(
+                request.id, request.approved_args, PRINCIPALS[0], lease=lease
+            )
+            self.run(claim)
+
+    @rule(data=st.data(), who=st.sampled_from(PRINCIPALS), lease=st.sampled_from([1, 10]))
+    def renew_a_claim(self, data: st.DataObject, who: Principal, lease: int) -> None:
+        """Anyone tries to renew an executing call's lease; only its claimant can."""
+        executing = self.in_status("executing")
+        if executing:
+            request = data.draw(st.sampled_from(executing))
+            self.run(self.service.renew(request.id, who, lease=lease))
 
     @rule(data=st.data(), ok=st.booleans())
     def report_a_result(self, data: st.DataObject, ok: bool) -> None:
@@ -155,6 +169,13 @@ class Lifecycle(RuleBasedStateMachine):
     def time_passes(self, seconds: int) -> None:
         self.clock.advance(seconds)
         self.run(self.service.expire_due())
+        for request in self.in_status("executing"):
+            assert request.lease_until is not None and request.lease_until > self.clock()
+        for request in self.in_status("failed"):
+            if request.result is not None and request.result.reported_by == "system":
+                assert request.result.error == LEASE_LAPSED
+                audit = self.loop.run_until_complete(self.service.audit(request.id))
+                assert [e.action for e in audit].count("claim") == 1
 
     @invariant()
     def statuses_move_only_along_transitions(self) -> None:
@@ -176,6 +197,8 @@ class Lifecycle(RuleBasedStateMachine):
                 "failed",
             ):
                 assert current.args_digest is not None and current.claimed_by is not None
+                assert current.lease_until is not None and current.claimed_at is not None
+                assert current.lease_until > current.claimed_at
             if current.kind != "approval":
                 assert current.status not in ("executing", "completed", "failed")
             seen.append((current.version, current.status))
