@@ -233,6 +233,25 @@ async def test_due_requests_are_pending_and_past_expiry(store: Store) -> None:
     assert await store.due_requests(T0 + timedelta(seconds=1)) == []
 
 
+async def test_lapsed_claims_are_executing_past_their_lease(store: Store) -> None:
+    """Only executing calls whose lease ended are lapsed, earliest lease first, up to limit."""
+
+    def executing(lease_s: int | None, status: str = "executing") -> ApprovalRequest:
+        lease = T0 + timedelta(seconds=lease_s) if lease_s is not None else None
+        return approval(status=status, claimed_by="agent", claimed_at=T0, lease_until=lease)
+
+    late, early, later = executing(10), executing(5), executing(60)
+    unleased, done, waiting = executing(None), executing(1, "completed"), approval()
+    for r in (late, early, later, unleased, done, waiting):
+        await store.commit(insert(r))
+    lapsed = await store.lapsed_claims(T0 + timedelta(seconds=10))
+    assert [r.id for r in lapsed] == [early.id, late.id]
+    assert [r.id for r in await store.lapsed_claims(T0 + timedelta(seconds=60), limit=1)] == [
+        early.id
+    ]
+    assert await store.lapsed_claims(T0 + timedelta(seconds=4)) == []
+
+
 async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
     """Grants and tokens are stored, found (tokens by hash and by id) and replaced by id."""
     grant = Grant(
