@@ -330,3 +330,25 @@ def test_a_call_that_is_not_editable_offers_no_edit(page: Page, agent: Agent) ->
     page.click(f"{card(page, fixed['id'])} [data-action=approve]")
     answer = waited()
     assert answer["status"] == "approved" and answer["approved_args"] == {"command": "make"}
+
+
+def test_a_call_whose_claimant_went_silent_shows_failed_by_its_lease(
+    page: Page, agent: Agent
+) -> None:
+    """An executing call shows its claim's lease; past it, the server's failure shows live."""
+    created = agent.submit(tool_name="deploy", tool_args={"env": "prod"})
+    selector = card(page, created["id"])
+    page.click(f"{selector} [data-action=approve]")
+    page.wait_for_selector(selector, state="detached")
+    held = agent.http.post(
+        f"/api/v1/requests/{created['id']}/claim", json={"args": {"env": "prod"}, "lease": 3}
+    )
+    assert held.status_code == 200, held.text
+    page.goto(f"{page.url.rstrip('/')}/requests/{created['id']}")
+    claim = page.wait_for_selector("[data-role=claim]")
+    assert claim is not None and "claimed by bot" in claim.inner_text()
+    assert "lease until" in claim.inner_text()
+    # the claimant never reports nor renews: the server fails the call, and the page shows it
+    page.wait_for_selector("[data-role=result].failed", timeout=15_000)
+    assert "did not report within its lease" in page.inner_text("[data-role=result]")
+    assert "lease until" not in page.inner_text("[data-role=claim]")

@@ -95,7 +95,10 @@ function outcome(req) {
   if (req.kind === "approval" && req.approved_args && JSON.stringify(req.approved_args) !== JSON.stringify(req.tool_args)) {
     parts.push(section("Approved with edited arguments", lineDiff(pretty(req.tool_args), pretty(req.approved_args), "edited arguments")));
   }
-  if (req.claimed_by) parts.push(h("p", { class: "meta" }, `claimed by ${req.claimed_by} · ${when(req.claimed_at)}`));
+  if (req.claimed_by) {
+    const lease = req.status === "executing" && req.lease_until ? ` · lease until ${when(req.lease_until)}` : "";
+    parts.push(h("p", { class: "meta", "data-role": "claim" }, `claimed by ${req.claimed_by} · ${when(req.claimed_at)}${lease}`));
+  }
   if (req.result) {
     const r = req.result;
     parts.push(section(r.ok ? "Result" : "Failed",
