@@ -243,7 +243,7 @@ def normalize(told: object) -> str:
 
 
 def _who(actor: str) -> str:
-    if actor == AGENT_NAME:
+    if actor == AGENT_NAME or actor.startswith("agent:"):
         return "agent"
     if actor in ("expiry", "policy", "grant", "system", "lease"):
         return actor
@@ -316,12 +316,26 @@ class PathsServer:
         return Path(self.server.db.removeprefix("sqlite:///"))
 
 
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout, so the server can import :mod:`tests.paths.hosted_agent`."""
+
+
 def serve_paths(home: Path) -> Iterator[PathsServer]:
-    """Start a real ``signoff serve`` on its own SQLite file with :data:`POLICY`; stop it after."""
+    """Start a real ``signoff serve`` on its own SQLite file with :data:`POLICY` and the
+    hosted agent ``deploy``; stop it after."""
     (home / "signoff").mkdir(parents=True, exist_ok=True)
     (home / "signoff" / "tools.toml").write_text(POLICY)
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "COLUMNS": "200"}
-    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env, cwd=str(home))
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(home),
+        "COLUMNS": "200",
+        "SIGNOFF_PATHS_TOOL_LOG": str(home / "hosted.jsonl"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    running = start_server(
+        f"sqlite:///{home / 'serve.db'}", free_port(), env,
+        "--agent", "deploy=tests.paths.hosted_agent:hosted", cwd=str(home),
+    )  # fmt: skip
     try:
         yield PathsServer(running, agent_token(running, AGENT_NAME), home)
     finally:
@@ -329,11 +343,19 @@ def serve_paths(home: Path) -> Iterator[PathsServer]:
             running.stop()
 
 
-def check(paths: PathsServer, scenario: Scenario, outcome: Outcome, via: str | None = None) -> None:
+def check(
+    paths: PathsServer,
+    scenario: Scenario,
+    outcome: Outcome,
+    via: str | None = None,
+    told: Mapping[str, str] | None = None,
+) -> None:
     """Assert the outcome is the scenario's (the race's: whichever decision won).
 
     ``via`` is the channel the decision must be recorded under when it is not the scenario's
-    (``mcp-elicitation`` for an answer given in an MCP client's own prompt).
+    (``mcp-elicitation`` for an answer given in an MCP client's own prompt); ``told`` gives,
+    by the name of the scenario that decided the outcome, what a path documents telling its
+    model instead (a hosted run nobody approved anything in is canceled, its model told nothing).
     """
     with httpx.Client(base_url=paths.api, headers=bearer(paths.admin_token), timeout=30) as http:
         request = http.get(f"/requests/{outcome.request_id}").json()
@@ -351,7 +373,7 @@ def check(paths: PathsServer, scenario: Scenario, outcome: Outcome, via: str | N
     want = (
         expected.state,
         expected.audit,
-        normalize(expected.told),
+        normalize((told or {}).get(expected.name, expected.told)),
         [dict(a) for a in expected.ran],
         via or expected.via,
     )

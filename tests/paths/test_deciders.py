@@ -212,3 +212,26 @@ async def test_expiry_with_nobody_deciding_is_seen_alike(paths: PathsServer) -> 
             headers={"Authorization": f"Bearer {paths.admin_token}"},
         )
     assert late.status_code == 409, late.text
+
+
+@pytest.mark.parametrize(
+    "scenario", scenarios(only=("approve", "edit", "reject", "race")), ids=lambda s: s.name
+)
+async def test_resume_decider(paths: PathsServer, scenario: Scenario) -> None:
+    """A hosted run's call decided through ``POST /resume/{id}`` ends as the scenario says."""
+    pytest.importorskip("pydantic_ai", reason="hosted runs need the pydantic-ai extra")
+    from tests.paths import hosted
+
+    before = len(hosted.ran(paths))
+    task = await hosted.start(paths, scenario, f"resume-{secrets.token_hex(4)}")
+    request_id = task["request_id"]
+    if scenario.race is not None:
+        first, second = scenario.race
+        taken = await asyncio.gather(
+            hosted.resume(paths, request_id, first), hosted.resume(paths, request_id, second)
+        )
+        assert sorted(taken) == [False, True], taken
+    else:
+        assert scenario.decision is not None
+        assert await hosted.resume(paths, request_id, scenario.decision)
+    check(paths, scenario, await hosted.finish(paths, task, before), told=hosted.TOLD)
