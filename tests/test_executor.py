@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, JsonValue
+from pydantic import BaseModel, Field, JsonValue
 
 from signoff.backends import Backend, LocalBackend
 from signoff.bus.local import LocalBus
@@ -238,6 +239,33 @@ async def test_a_tool_called_with_wrong_args_fails_instead_of_crashing(sides: Si
     failed = approval(await sides.agent.get(request_id))
     assert failed.status == "failed"
     assert failed.result is not None and (failed.result.error or "").startswith("TypeError: ")
+
+
+class Named(BaseModel):
+    """A tool argument whose field must match a regular expression."""
+
+    name: str = Field(pattern="^[a-z]+$")
+
+
+def test_a_registry_schema_keeps_all_but_regular_expressions() -> None:
+    """Given or read from the signature, a tool's schema is kept without its patterns (the
+    tool checks those); an invalid given schema is refused."""
+    tools = ToolRegistry()
+    given: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"tag": {"type": "string", "pattern": "^(a+)+$"}},
+    }
+    tools.add("tag", lambda tag: tag, schema=given)
+    assert tools.schema("tag") == {"type": "object", "properties": {"tag": {"type": "string"}}}
+
+    def rename(item: Named, force: bool = False) -> None: ...
+
+    tools.add("rename", rename)
+    schema = tools.schema("rename")
+    assert schema is not None and '"pattern"' not in json.dumps(schema)
+    assert schema["required"] == ["item"]
+    with pytest.raises(InvalidRequest, match="not a valid JSON Schema"):
+        tools.add("bad", lambda: None, schema={"type": "nope"})
 
 
 def shell_tools(ran: list[object]) -> ToolRegistry:

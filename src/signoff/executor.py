@@ -30,7 +30,12 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from signoff.backends import Backend
 from signoff.domain.events import Event
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.domain.schemas import args_problem, check_args_schema
+from signoff.domain.schemas import (
+    args_problem,
+    check_args_schema,
+    sendable_schema,
+    without_regexes,
+)
 from signoff.domain.transitions import DEFAULT_LEASE
 from signoff.errors import (
     InvalidDecision,
@@ -113,6 +118,7 @@ class ToolRegistry:
 
         ``schema`` is the JSON Schema its arguments must fit; by default, what the
         function's annotated signature says (none for a function taking ``**kwargs`` only).
+        Regular expressions in it are not applied here (the tool checks them).
         """
         if not name or not name.strip():
             raise InvalidRequest("a tool needs a name")
@@ -120,13 +126,17 @@ class ToolRegistry:
             raise InvalidRequest(f"tool {name!r} must be a function, not {type(fn).__name__}")
         if name in self._tools:
             raise InvalidRequest(f"tool {name!r} is already registered")
+        checked: dict[str, JsonValue] | None = None
         if schema is not None:
+            plain = without_regexes(dict(schema))
             try:
-                check_args_schema(schema)
+                assert isinstance(plain, dict)
+                check_args_schema(plain)
             except ValueError as exc:
                 raise InvalidRequest(f"tool {name!r}: {exc}") from None
+            checked = plain
         self._tools[name] = fn
-        self._schemas[name] = dict(schema) if schema is not None else signature_schema(fn)
+        self._schemas[name] = checked if schema is not None else signature_schema(fn)
 
     def schema(self, name: str) -> dict[str, JsonValue] | None:
         """The JSON Schema tool ``name``'s arguments must fit, if known."""
@@ -198,8 +208,7 @@ def signature_schema(fn: ToolFunction) -> dict[str, JsonValue] | None:
             __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True),
             **fields,
         )
-        schema: dict[str, JsonValue] = model.model_json_schema()
-        check_args_schema(schema)
+        schema = sendable_schema(model.model_json_schema())
     except Exception:  # a signature pydantic cannot describe is not checked
         return None
     return schema

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest
 from signoff.domain.schemas import (
     MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_STEPS,
     args_problem,
     check_args_schema,
     sendable_schema,
@@ -91,7 +93,9 @@ def test_a_schema_that_refers_to_itself_without_end_fails_closed() -> None:
     [
         ({"type": "nope"}, "not a valid JSON Schema"),
         ({"properties": {"a": {"$ref": "http://example.com/x"}}}, "only refer inside itself"),
-        ({"properties": {"a": {"pattern": "("}}}, "not a valid JSON Schema"),
+        ({"properties": {"a": {"minLength": -1}}}, "not a valid JSON Schema"),
+        ({"properties": {"a": {"pattern": "^(a+)+$"}}}, "regular expressions"),
+        ({"patternProperties": {"^x": {}}}, "regular expressions"),
         ({"enum": ["x" * 1000] * (MAX_SCHEMA_BYTES // 1000 + 1)}, "the limit is"),
     ],
 )
@@ -99,6 +103,45 @@ def test_check_args_schema_refuses_bad_schemas(schema: dict[str, JsonValue], why
     """Invalid, outside-pointing and oversized schemas are refused with one line."""
     with pytest.raises(ValueError, match=why):
         check_args_schema(schema)
+
+
+def test_a_branching_schema_ends_as_a_misfit_within_its_budget() -> None:
+    """anyOf doubling through shared $refs (2**30 paths) stops at the step budget, quickly."""
+    defs: dict[str, JsonValue] = {
+        f"a{n}": {"anyOf": [{"$ref": f"#/$defs/a{n + 1}"}, {"$ref": f"#/$defs/a{n + 1}"}]}
+        for n in range(30)
+    }
+    defs["a30"] = {"type": "string"}
+    bomb: dict[str, JsonValue] = {"$defs": defs, "$ref": "#/$defs/a0"}
+    check_args_schema(bomb)
+    started = time.monotonic()
+    problem = args_problem(bomb, {"command": "ls"})
+    assert problem is not None and f"more than {MAX_SCHEMA_STEPS} steps" in problem
+    assert time.monotonic() - started < 5
+
+
+def test_unique_items_is_checked_on_short_arrays_only() -> None:
+    """uniqueItems finds duplicates, and a very long array is a misfit, not a long stall."""
+    schema: dict[str, JsonValue] = {"properties": {"l": {"uniqueItems": True}}}
+    assert args_problem(schema, {"l": [{"a": 1}, {"a": 2}]}) is None
+    assert args_problem(schema, {"l": [{"a": 1}, {"a": 1}]}) is not None
+    long: list[JsonValue] = [{"a": n} for n in range(5000)]
+    assert args_problem(schema, {"l": long}) is not None
+
+
+def test_sendable_schema_takes_regular_expressions_out() -> None:
+    """pattern keywords are removed; a property named pattern stays."""
+    schema: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"p": {"type": "string", "pattern": "^(a+)+$"}, "pattern": {}},
+        "patternProperties": {"^x": {}},
+        "default": None,
+    }
+    assert sendable_schema(schema) == {
+        "type": "object",
+        "properties": {"p": {"type": "string"}, "pattern": {}},
+        "default": None,
+    }
 
 
 def test_a_deep_schema_is_refused() -> None:

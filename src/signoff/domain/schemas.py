@@ -10,6 +10,13 @@ is checked (as before), with one a person's edit must also fit it. It is capped 
 size and depth, and it never makes signoff reach the network: only references inside the
 schema itself (``#...``) resolve; any other ``$ref`` is refused when the request arrives
 and, should one get through, fails validation (fail closed) instead of being fetched.
+
+Applying it must not let the agent stall the server either: regular expressions
+(``pattern``, ``patternProperties``) are refused, since Python's ``re`` cannot be
+interrupted (integrations leave them out with :func:`sendable_schema`; the tool still
+checks them), and each validation has a budget of keyword checks (``MAX_SCHEMA_STEPS``),
+so ``anyOf`` branching through shared ``$ref`` s or ``uniqueItems`` on a long array ends
+as a misfit instead of running on.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from pydantic import JsonValue
 __all__ = [
     "MAX_SCHEMA_BYTES",
     "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_STEPS",
     "args_problem",
     "check_args_schema",
     "sendable_schema",
+    "without_regexes",
 ]
 
 MAX_SCHEMA_BYTES = 64 * 1024
@@ -35,6 +44,14 @@ MAX_SCHEMA_BYTES = 64 * 1024
 
 MAX_SCHEMA_DEPTH = 32
 """The deepest nesting of objects and arrays accepted in an ``args_schema``."""
+
+MAX_SCHEMA_STEPS = 50_000
+"""The most keyword checks one validation may make; past it the args count as a misfit."""
+
+MAX_UNIQUE_ITEMS = 1_000
+"""The longest array ``uniqueItems`` is checked on (the check compares every pair)."""
+
+_REGEX_KEYWORDS = {"pattern": str, "patternProperties": dict}
 
 _REF_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
 
@@ -72,6 +89,37 @@ def _depth(value: JsonValue, limit: int) -> int:
     return deepest
 
 
+def _regexes(value: JsonValue) -> list[str]:
+    """The regular-expression keywords in ``value`` (a string ``pattern``, an object
+    ``patternProperties``)."""
+    found: list[str] = []
+    stack: list[JsonValue] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                kind = _REGEX_KEYWORDS.get(key)
+                if kind is not None and isinstance(sub, kind):
+                    found.append(key)
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def without_regexes(value: JsonValue) -> JsonValue:
+    """``value`` without its regular-expression keywords (the tool still checks them)."""
+    if isinstance(value, dict):
+        return {
+            key: without_regexes(sub)
+            for key, sub in value.items()
+            if key not in _REGEX_KEYWORDS or not isinstance(sub, _REGEX_KEYWORDS[key])
+        }
+    if isinstance(value, list):
+        return [without_regexes(sub) for sub in value]
+    return value
+
+
 def _outside_refs(value: JsonValue) -> list[str]:
     found: list[str] = []
     stack: list[JsonValue] = [value]
@@ -88,12 +136,19 @@ def _outside_refs(value: JsonValue) -> list[str]:
 
 
 def check_args_schema(schema: Mapping[str, JsonValue]) -> None:
-    """Refuse (ValueError, one line) a schema too big, too deep, invalid, or pointing outside."""
+    """Refuse (ValueError, one line) a schema too big, too deep, invalid, pointing outside,
+    or holding regular expressions."""
+    if _depth(dict(schema), MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        raise ValueError(f"args_schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
     size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False).encode())
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"args_schema is {size} bytes; the limit is {MAX_SCHEMA_BYTES}")
-    if _depth(dict(schema), MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
-        raise ValueError(f"args_schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+    regexes = _regexes(dict(schema))
+    if regexes:
+        raise ValueError(
+            f"args_schema may not hold regular expressions ({regexes[0]}): signoff cannot "
+            "bound their cost; leave them to the tool"
+        )
     outside = _outside_refs(dict(schema))
     if outside:
         raise ValueError(
@@ -107,18 +162,23 @@ def check_args_schema(schema: Mapping[str, JsonValue]) -> None:
             f"args_schema is not a valid JSON Schema{f' at {where}' if where else ''}: "
             f"{_line(exc.message)}"
         ) from None
+    except Exception as exc:  # whatever else the check meets, the schema is not taken
+        raise ValueError(f"args_schema cannot be checked: {_line(str(exc))}") from None
 
 
 def sendable_schema(schema: object) -> dict[str, JsonValue] | None:
     """``schema`` as an integration sends it, or None when signoff would refuse it.
 
-    A tool schema too big or pointing outside itself is left out rather than failing the
-    request: the person's edit then goes unchecked, as without a schema.
+    Regular expressions are taken out (the tool still checks them); a tool schema too big
+    or pointing outside itself is left out rather than failing the request: the person's
+    edit then goes unchecked, as without a schema.
     """
     if not isinstance(schema, dict) or not schema:
         return None
     try:
-        plain = json.loads(json.dumps(schema, allow_nan=False))
+        plain = without_regexes(json.loads(json.dumps(schema, allow_nan=False)))
+        if not isinstance(plain, dict):
+            return None
         check_args_schema(plain)
     except (TypeError, ValueError, RecursionError):
         return None
@@ -135,19 +195,57 @@ def args_problem(
     """
     if schema is None:
         return None
-    cls = _validator_class(schema)
+    if _regexes(dict(schema)):
+        return "the tool's schema cannot be applied: it holds regular expressions"
+    cls = _budgeted(_validator_class(schema))
     # an empty registry: a reference outside the schema fails instead of being fetched
     validator = cls(dict(schema), registry=referencing.Registry())
     try:
         error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
     except RecursionError:
         return "the tool's schema cannot be applied: it refers to itself without end"
+    except _OverBudget:
+        return (
+            f"the tool's schema cannot be applied: checking these arguments takes more than "
+            f"{MAX_SCHEMA_STEPS} steps"
+        )
     except Exception as exc:  # any failure to apply the schema fails closed
         return f"the tool's schema cannot be applied: {_line(str(exc))}"
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path)
     return f"{f'args/{where}' if where else 'args'}: {_line(error.message)}"
+
+
+class _OverBudget(Exception):
+    """A validation past ``MAX_SCHEMA_STEPS`` keyword checks."""
+
+
+def _budgeted(cls: Any) -> Any:
+    """``cls`` with every keyword check counted, raising _OverBudget past the budget."""
+    steps = [0]
+
+    def counted(check: Any) -> Any:
+        def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+            steps[0] += 1
+            if steps[0] > MAX_SCHEMA_STEPS:
+                raise _OverBudget
+            return check(validator, value, instance, schema)
+
+        return run
+
+    def unique(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, list) and len(instance) > MAX_UNIQUE_ITEMS:
+            raise _OverBudget
+        return original_unique(validator, value, instance, schema)
+
+    original_unique = cls.VALIDATORS.get("uniqueItems")
+    checks = dict(cls.VALIDATORS)
+    if original_unique is not None:
+        checks["uniqueItems"] = unique
+    return jsonschema.validators.extend(
+        cls, validators={name: counted(check) for name, check in checks.items()}
+    )
 
 
 def _line(text: str) -> str:
