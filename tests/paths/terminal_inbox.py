@@ -34,10 +34,11 @@ class TerminalInbox:
 
     async def decide(self, request_id: str, decision: dict[str, Any]) -> None:
         """Make ``decision`` with the inbox's keys; returns once nothing is pending."""
-        await asyncio.to_thread(self._decide, decision)
+        await asyncio.to_thread(self._decide, request_id, decision)
 
-    def _decide(self, decision: dict[str, Any]) -> None:
+    def _decide(self, request_id: str, decision: dict[str, Any]) -> None:
         self.tmux.wait_for("1 pending")
+        self.tmux.wait_for(f"id {request_id}")  # shown in the detail pane once it is selected
         try:
             self._keys_for(decision)
             self.tmux.wait_for("0 pending")
