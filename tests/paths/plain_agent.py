@@ -21,6 +21,7 @@ from signoff.integrations.outcomes import (
 )
 from tests.paths.scenarios import (
     ARGS,
+    ARGS_SCHEMA,
     OPTIONS,
     PROMPT,
     QUESTION,
@@ -35,7 +36,12 @@ def new_request(scenario: Scenario, session_id: str) -> dict[str, Any]:
     """The body the agent submits for ``scenario``."""
     body: dict[str, Any] = {"session_id": session_id, "kind": scenario.kind}
     if scenario.kind == "approval":
-        body |= {"tool_name": scenario.tool, "tool_args": ARGS, "tool_call_id": "call_1"}
+        body |= {
+            "tool_name": scenario.tool,
+            "tool_args": ARGS,
+            "tool_call_id": "call_1",
+            "args_schema": ARGS_SCHEMA,
+        }
     elif scenario.kind == "choice":
         body |= {"prompt": PROMPT, "options": OPTIONS}
     else:

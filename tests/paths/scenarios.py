@@ -81,6 +81,8 @@ class Scenario:
     """The final decision record's ``via``."""
     race: tuple[dict[str, Any], dict[str, Any]] | None = None
     """Two decisions made at once; the first decides the outcome above when it wins."""
+    refused: dict[str, Any] | None = None
+    """A decision tried first that must be refused (422), the request staying pending."""
 
     @property
     def tool(self) -> str:
@@ -100,6 +102,15 @@ def _ran(args: Mapping[str, Any]) -> tuple[tuple[Any, ...], ...]:
 
 
 APPROVE = {"type": "approve"}
+BROKEN = {"service": ["rm", "-rf", "/"], "version": "1.3"}
+"""An edit that breaks the tool's schema (a string made a list): issue 16's item 2."""
+
+ARGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"service": {"type": "string"}, "version": {"type": "string"}},
+    "required": ["service", "version"],
+}
+"""The gated tool's parameters, as a framework gives them to the model."""
 REJECT = {"type": "reject", "reason": REASON}
 
 QUESTIONS_TOLD = (
@@ -193,6 +204,20 @@ SCENARIOS: dict[str, Scenario] = {
             told=DENIED_NO_DECISION,
             audit=(_submit("approval"), ("expire", "expiry", "pending", "expired")),
             via="expiry",
+        ),
+        Scenario(
+            name="bad-edit",
+            kind="approval",
+            decision=APPROVE,
+            state="completed",
+            ran=(ARGS,),
+            told=tool_result(ARGS),
+            audit=(
+                _submit("approval"),
+                ("decide", "person", "pending", "approved", "approve", None),
+                *_ran(ARGS),
+            ),
+            refused={"type": "approve", "args": BROKEN},
         ),
         Scenario(
             name="race",

@@ -19,11 +19,12 @@ import httpx
 import pytest
 
 from signoff.client import AsyncClient
-from signoff.errors import InvalidTransition
+from signoff.errors import InvalidDecision, InvalidTransition
 from tests.paths.plain_agent import file_request, settle
 from tests.paths.scenarios import (
     AGENT_NAME,
     ARGS,
+    ARGS_SCHEMA,
     EXPIRES_IN,
     OPTIONS,
     PROMPT,
@@ -76,6 +77,10 @@ async def decide_as_person(paths: PathsServer, session_id: str, scenario: Scenar
                 return False
             return True
 
+        if scenario.refused is not None:
+            with pytest.raises(InvalidDecision):
+                await person.decide(request["id"], scenario.refused)
+            assert (await person.get(request["id"])).status == "pending"
         if scenario.race is not None:
             taken = await asyncio.gather(*(one(d) for d in scenario.race))
             assert sorted(taken) == [False, True], taken
@@ -232,7 +237,17 @@ async def run_chat_completions(paths: PathsServer, scenario: Scenario, session_i
     async with AsyncClient(paths.server.base, paths.agent_token) as backend:
         person = asyncio.create_task(decide_as_person(paths, session_id, scenario))
         messages = await resolve_tool_calls(
-            message, {scenario.tool: deploy}, signoff=backend, session_id=session_id, timeout=30
+            message,
+            {scenario.tool: deploy},
+            signoff=backend,
+            session_id=session_id,
+            timeout=30,
+            tools=[
+                {
+                    "type": "function",
+                    "function": {"name": scenario.tool, "parameters": ARGS_SCHEMA},
+                }
+            ],
         )
         request_id = await person
     tool_messages = [m for m in messages if m["role"] == "tool"]

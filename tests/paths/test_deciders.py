@@ -159,6 +159,7 @@ COMBINATIONS = [
     if not (scenario.name == "expiry" and decider != "client")  # nobody decides: one path
     and not (scenario.race is not None and decider in NO_RACE)
     and scenario.name not in MISSING.get(decider, set())
+    and scenario.refused is None  # an edit breaking the schema: the agent paths carry it
 ]
 
 
