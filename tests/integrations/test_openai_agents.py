@@ -491,3 +491,42 @@ async def test_a_typed_context_survives_a_restart(sides: Sides) -> None:
         context_deserializer=lambda data: Who(**data), context_serializer=asdict,
     )  # fmt: skip
     assert result.final_output == "bye" and seen == [Who("bob")]
+
+
+async def test_a_resume_that_cannot_claim_every_call_fails_those_it_claimed(sides: Sides) -> None:
+    """One approved call claimed elsewhere: resume stops, and the call it claimed ends failed."""
+    model = ScriptedModel([three_calls()[:2], [assistant_message("unreachable")]])
+    ran: Ran = []
+    filed: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+
+    async def on_pause(task_id: str | None, ids: list[str]) -> None:
+        filed.set_result(ids)
+
+    async def person() -> None:
+        by_id = {}
+        for request_id in await filed:
+            request = await sides.person.get(request_id)
+            assert isinstance(request, ApprovalRequest)
+            by_id[request.tool_call_id] = request
+        # call_b is approved and taken by another executor before call_a is decided
+        await sides.person.decide(by_id["call_b"].id, {"type": "approve"})
+        await sides.agent.claim(by_id["call_b"].id, by_id["call_b"].tool_args)
+        await sides.person.decide(by_id["call_a"].id, {"type": "approve"})
+
+    deciding = asyncio.create_task(person())
+    with pytest.raises(InvalidTransition):
+        await run_with_signoff(
+            make_agent(model, ran), "write", signoff=sides.agent, session_id="s-taken",
+            store=sides.service.store, on_pause=on_pause, timeout=30,
+        )  # fmt: skip
+    await deciding
+    assert ran == []
+    statuses = {}
+    for request_id in filed.result():
+        request = await sides.agent.get(request_id)
+        assert isinstance(request, ApprovalRequest)
+        statuses[request.tool_call_id] = (request.status, request.result)
+    status_a, result_a = statuses["call_a"]
+    assert status_a == "failed" and result_a is not None and result_a.error is not None
+    assert result_a.error.startswith("not run: ") and "already claimed" in result_a.error
+    assert statuses["call_b"][0] == "executing"  # the other executor's to report

@@ -65,7 +65,7 @@ from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.schemas import sendable_schema
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
-from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
+from signoff.errors import InvalidRequest, InvalidTransition, SignoffError, TaskNotFound
 from signoff.integrations.outcomes import denial, wait_decided
 from signoff.leases import holding
 from signoff.service import Service
@@ -521,9 +521,18 @@ class _Loop:
             await self.backend.fail(
                 request_id, f"edited arguments refused before running: {problem}"
             )
-        for request_id, args in applied.approved.values():
-            # the claim checks the arguments about to run against the approval, once
-            await self.backend.claim(request_id, args)
+        claimed: list[str] = []
+        try:
+            for request_id, args in applied.approved.values():
+                # the claim checks the arguments about to run against the approval, once
+                await self.backend.claim(request_id, args)
+                claimed.append(request_id)
+        except SignoffError as exc:
+            # the run does not go on: calls claimed so far are not run, and are told so
+            for request_id in claimed:
+                with contextlib.suppress(SignoffError):
+                    await self.backend.fail(request_id, f"not run: {exc.message}")
+            raise
         with signoff_edits(applied.edits) as read:
             try:
                 async with holding(self.backend, [rid for rid, _ in applied.approved.values()]):
