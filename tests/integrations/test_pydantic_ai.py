@@ -486,3 +486,29 @@ async def test_queue_mode_runs_each_approved_operation_once_with_two_workers(sid
     assert sorted(args["command"] for _, args in ran) == [f"job {n}" for n in range(6)]
     page = await sides.person.list_requests(RequestQuery(session_id="q", limit=20))
     assert sorted(r.status for r in page.items) == ["completed"] * 6 + ["rejected"] * 2
+
+
+async def test_a_run_cancelled_during_a_claimed_call_reports_it_failed(sides: Sides) -> None:
+    """Cancelling the run while an approved call runs leaves it failed, not executing."""
+    started = asyncio.Event()
+    agent: Agent[None, str] = Agent(script(ToolCallPart("deploy", {}, tool_call_id="d1")))
+
+    @agent.tool_plain
+    async def deploy() -> str:
+        """Deploy (takes a while)."""
+        started.set()
+        await asyncio.sleep(60)
+        return "deployed"
+
+    gate = SignoffGate(sides.agent, session_id="s", mode="block", policy=ASK_ALL, timeout=30)
+    run = asyncio.create_task(agent.run("go", capabilities=[gate]))
+    (request,) = await pending(sides.person, 1)
+    await sides.person.decide(request.id, {"type": "approve"})
+    await asyncio.wait_for(started.wait(), 15)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    ended = await sides.agent.get(request.id)
+    assert ended.status == "failed" and isinstance(ended, ApprovalRequest)
+    assert ended.result is not None and ended.result.error is not None
+    assert "cancelled during the call" in ended.result.error

@@ -20,6 +20,7 @@ resumed with a call missing, and an id that is not pending is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -82,6 +83,8 @@ __all__ = [
 
 META_KEY = "signoff"
 """Key under which signoff keeps its data in a deferred call's metadata."""
+
+_CUT_OFF = "the run was cancelled during the call; whether it finished is unknown"
 
 GateMode: TypeAlias = Literal["defer", "block", "queue"]
 Target: TypeAlias = "Service | Backend | Client"
@@ -414,7 +417,12 @@ class SignoffGate(AbstractCapability[Any]):
         try:
             async with holding(self.backend, [request_id]):
                 result = await handler(args)
-        except (ApprovalRequired, asyncio.CancelledError):
+        except ApprovalRequired:
+            raise
+        except asyncio.CancelledError:
+            # the run was cut off mid-call: say so now rather than when the lease ends
+            with contextlib.suppress(SignoffError):
+                await self.backend.fail(request_id, _CUT_OFF)
             raise
         except Exception as exc:
             await self.backend.fail(request_id, f"{type(exc).__name__}: {exc}")
