@@ -699,7 +699,7 @@ async def test_a_claimed_call_langgraph_refuses_ends_failed_with_its_reason(side
         await bridge.resume("t-ref")
 
     request = await sides.agent.get(rid)
-    assert request.status == "failed"
+    assert request.status == "failed" and isinstance(request, ApprovalRequest)
     assert request.result is not None and request.result.error is not None
     assert request.result.error.startswith("LangGraph did not complete the call: ValidationError")
     assert "Input should be a valid string" in request.result.error
