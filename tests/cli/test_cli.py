@@ -86,6 +86,25 @@ def test_submit_then_pending_show_and_approve(cli: Run) -> None:
     assert after["decision"]["decided_by"] == "alice"
 
 
+def test_submit_with_a_schema_refuses_an_edit_that_breaks_it(cli: Run) -> None:
+    """submit --args-schema stores the schema; approve --args breaking it exits 3 with one
+    error line and leaves the call pending; a schema signoff refuses is one error line."""
+    schema = {"type": "object", "properties": {"command": {"type": "string"}}}
+    request = submit(cli, "--args-schema", json.dumps(schema))
+    shown = json.loads(cli("show", request["id"], "--json").stdout)
+    assert shown["args_schema"] == schema
+    edit = cli("approve", request["id"], "--args", '{"command": ["rm", "-rf", "/"]}')
+    assert edit.returncode == 3, edit.stderr
+    assert edit.stderr.startswith("error: ") and len(edit.stderr.splitlines()) == 1
+    assert "args/command" in edit.stderr
+    assert json.loads(cli("show", request["id"], "--json").stdout)["status"] == "pending"
+    bad = {"properties": {"command": {"pattern": "^(a+)+$"}}}
+    refused = cli("submit", "--tool", "shell", "--args-schema", json.dumps(bad))
+    assert refused.returncode == 3, refused.stderr
+    assert refused.stderr.startswith("error: ") and len(refused.stderr.splitlines()) == 1
+    assert "regular expressions" in refused.stderr
+
+
 def test_wait_returns_when_another_process_approves(
     cli: Run, env: dict[str, str], project: Path
 ) -> None:

@@ -269,6 +269,10 @@ def submit(
     requester: Annotated[
         str, typer.Option(envvar="SIGNOFF_AGENT", help="The agent name the request is made as.")
     ] = "cli-agent",
+    args_schema: Annotated[
+        str | None,
+        typer.Option("--args-schema", help="The tool's JSON Schema; a person's edit must fit it."),
+    ] = None,
     db: DbOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
@@ -279,6 +283,7 @@ def submit(
     2 expired or timed out.
     """
     tool_args = parse_json_object(args)
+    schema = parse_json_object(args_schema, "--args-schema") if args_schema is not None else None
 
     async def go() -> int:
         principal = Principal(name=requester, role="agent")
@@ -291,6 +296,8 @@ def submit(
                 "tool_call_id": tool_call_id,
                 "expires_in": expires_in,
             }
+            if schema is not None:
+                body["args_schema"] = schema
             request = (await backend.submit(body)).request
             if wait and request.status == "pending":
                 request = await backend.wait(request.id, timeout)
