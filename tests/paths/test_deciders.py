@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -176,11 +176,28 @@ async def test_decider_path(
     await run_combination(paths, scenario, decide)
 
 
-async def find(paths: PathsServer, session_id: str, scenario: Scenario) -> str:
-    """Only find the session's pending request (someone else decides it); its id."""
-    from tests.paths.test_agents import filed
+async def session_ids(paths: PathsServer, session_id: str) -> set[str]:
+    """The ids of every request in the session, whatever its state."""
+    async with httpx.AsyncClient(
+        base_url=paths.api, headers={"Authorization": f"Bearer {paths.admin_token}"}, timeout=10
+    ) as http:
+        listed = await http.get("/requests", params={"session_id": session_id, "limit": 200})
+    return {str(item["id"]) for item in listed.json()["items"]}
 
-    return str((await filed(paths, session_id))["id"])
+
+def finder(known: set[str]) -> Callable[[PathsServer, str, Scenario], Coroutine[Any, Any, str]]:
+    """Only find the one new request in the session (the MCP client's answer decides it)."""
+
+    async def find(paths: PathsServer, session_id: str, scenario: Scenario) -> str:
+        for _ in range(400):
+            new = await session_ids(paths, session_id) - known
+            if new:
+                assert len(new) == 1, new
+                return new.pop()
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the proxy filed nothing in {session_id}")
+
+    return find
 
 
 @pytest.mark.parametrize("scenario", scenarios(only=("approve", "reject")), ids=lambda s: s.name)
@@ -196,6 +213,7 @@ async def test_mcp_elicitation_decider(
         "approve": approve,
         "reason": "" if approve else scenario.decision["reason"],
     }
+    find = finder(await session_ids(paths, mcp_elicit.session_id))
     outcome = await asyncio.wait_for(run_proxy(mcp_elicit, paths, scenario, find), 60)
     check(paths, scenario, outcome, via="mcp-elicitation")
 
