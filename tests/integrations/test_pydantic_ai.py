@@ -170,8 +170,8 @@ async def test_requests_carry_the_tools_schema_and_a_breaking_edit_is_refused(
             "command": {"type": "string"},
             "timeout": {"default": 10, "type": "integer"},
         }
+        bad = {"command": "ls", "timeout": "x"}
         with pytest.raises(InvalidDecision, match="args/timeout"):
-            bad = {"command": "ls", "timeout": "x"}
             await sides.person.decide(request.id, {"type": "approve", "args": bad})
         assert (await sides.person.get(request.id)).status == "pending"
         edit = {"command": "ls", "timeout": 5}
