@@ -27,6 +27,7 @@ from tests.paths.scenarios import (
     ARGS_SCHEMA,
     EXPIRES_IN,
     OPTIONS,
+    POLICY,
     PROMPT,
     QUESTION,
     Outcome,
@@ -111,17 +112,17 @@ FOLLOW_WITHIN = 3.0
 async def run_service(paths: PathsServer, scenario: Scenario, session_id: str) -> Outcome:
     """A ``Service`` in this process on the server's SQLite file, acting as the agent."""
     from signoff.backends import LocalBackend
+    from signoff.domain.policies import Policy
     from signoff.domain.principals import Principal
     from signoff.integrations.outcomes import denial, edit_note
     from signoff.service import Service
     from signoff.store.sqlite import SQLiteStore
     from tests.paths.plain_agent import new_request
 
-    store = SQLiteStore(paths.db_path)
-    await store.open()
-    service = Service(store)
-    agent = LocalBackend(service, Principal(name=AGENT_NAME, role="agent"))
-    try:
+    # the operator's policy is the process's own: give this one the server's tools.toml
+    policy = Policy.from_toml(POLICY)
+    async with Service(SQLiteStore(paths.db_path), policy=policy) as service:
+        agent = LocalBackend(service, Principal(name=AGENT_NAME, role="agent"))
         submitted = await agent.submit(new_request(scenario, session_id))
         request_id = submitted.request.id
         person = asyncio.create_task(decide_as_person(paths, session_id, scenario))
@@ -131,7 +132,9 @@ async def run_service(paths: PathsServer, scenario: Scenario, session_id: str) -
         took = time.monotonic() - began
         await person
         if request.status == "pending" or took > waits - FOLLOW_WITHIN / 2:
-            pytest.fail(f"the in-process agent waited {took:.1f} s for a decision made at once")
+            pytest.fail(
+                f"the in-process agent waited {took:.1f} s ({request.status}) for an outcome"
+            )
         if request.status != "approved":
             return Outcome(request_id, denial(request))
         args = dict(getattr(request, "approved_args", None) or ARGS)
@@ -139,9 +142,6 @@ async def run_service(paths: PathsServer, scenario: Scenario, session_id: str) -
         await agent.complete(request_id, tool_result(args))
         told = tool_result(args) + ("" if args == ARGS else " " + edit_note(args, ARGS))
         return Outcome(request_id, told, [args])
-    finally:
-        await service.stop_sweeper()
-        await store.close()
 
 
 # pydantic-ai ------------------------------------------------------------------------------
@@ -285,10 +285,6 @@ AGENTS: dict[str, tuple[Run, tuple[str, ...]]] = {
 """Each agent path and the request kinds it can file."""
 
 XFAIL: dict[str, str] = {
-    "service-*": (
-        "issue 16 item 1: a Service in process on the shared SQLite file does not see another "
-        "process's decision (or expiry) within FOLLOW_WITHIN"
-    ),
     "agents-sdk-edit": (
         "not one of issue 16's items 1-7 (reported): the Agents SDK path gives the model the "
         "edited call's result without the edit note every other path appends"
@@ -309,13 +305,9 @@ XFAIL: dict[str, str] = {
 """Known differences, strict so that the fix un-marks them; each is in the lead's report."""
 
 
-ONLY: dict[str, tuple[str, ...]] = {"service": ("approve", "edit", "reject", "expiry")}
-"""Paths run on fewer scenarios to keep the time budget (each waits out FOLLOW_WITHIN today)."""
-
-
 def _param(agent: str, scenario: Scenario) -> Any:
     key = f"{agent}-{scenario.name}"
-    reason = XFAIL.get(key) or XFAIL.get(f"{agent}-*")
+    reason = XFAIL.get(key)
     marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
     return pytest.param(agent, scenario, id=key, marks=marks)
 
@@ -324,7 +316,7 @@ COMBINATIONS = [
     _param(agent, scenario)
     for agent, (_, kinds) in AGENTS.items()
     for scenario in scenarios()
-    if scenario.kind in kinds and scenario.name in ONLY.get(agent, (scenario.name,))
+    if scenario.kind in kinds
 ]
 
 

@@ -35,16 +35,11 @@ Decide = Callable[[PathsServer, str, dict[str, Any]], Awaitable[bool]]
 
 async def by_service(paths: PathsServer, request_id: str, decision: dict[str, Any]) -> bool:
     """A Python ``Service`` in this process on the server's own SQLite file."""
-    store = SQLiteStore(paths.db_path)
-    await store.open()
-    service = Service(store)
-    try:
-        await service.decide(request_id, decision, Principal(name="alice", role="approver"))
-    except InvalidTransition:
-        return False
-    finally:
-        await service.stop_sweeper()
-        await store.close()
+    async with Service(SQLiteStore(paths.db_path)) as service:
+        try:
+            await service.decide(request_id, decision, Principal(name="alice", role="approver"))
+        except InvalidTransition:
+            return False
     return True
 
 
