@@ -8,7 +8,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
@@ -39,15 +39,25 @@ class ScriptedModel(GenericFakeChatModel):
 
 
 async def run_langgraph(
-    paths: PathsServer, scenario: Scenario, session_id: str, person: Person
+    paths: PathsServer,
+    scenario: Scenario,
+    session_id: str,
+    person: Person,
+    allowed: list[str] | None = None,
 ) -> Outcome:
-    """One gated call in a LangGraph agent; the bridge files it, waits, and resumes the graph."""
+    """One gated call in a LangGraph agent; the bridge files it, waits, and resumes the graph.
+
+    ``allowed`` narrows the middleware's review (e.g. approve and reject only).
+    """
     ran: list[dict[str, Any]] = []
 
     def deploy(service: str, version: str) -> str:
         ran.append({"service": service, "version": version})
         return tool_result({"service": service, "version": version})
 
+    review: bool | InterruptOnConfig = True
+    if allowed is not None:
+        review = InterruptOnConfig(allowed_decisions=allowed)  # type: ignore[typeddict-item]
     tool = StructuredTool.from_function(deploy, name=scenario.tool, description="Deploy.")
     call = {"name": scenario.tool, "args": dict(ARGS), "id": "call_1", "type": "tool_call"}
     model = ScriptedModel(
@@ -56,7 +66,7 @@ async def run_langgraph(
     graph = create_agent(
         model,
         tools=[tool],
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={scenario.tool: True})],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={scenario.tool: review})],
         checkpointer=InMemorySaver(),
     )
     store = MemoryStore()

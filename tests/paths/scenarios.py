@@ -237,6 +237,20 @@ SCENARIOS: dict[str, Scenario] = {
 }
 """Every scenario by name."""
 
+FORBIDDEN_EDIT = Scenario(
+    name="forbidden-edit",
+    kind="approval",
+    decision=APPROVE,
+    state="completed",
+    ran=(ARGS,),
+    told=tool_result(ARGS),
+    audit=SCENARIOS["approve"].audit,
+    refused={"type": "approve", "args": EDITED},
+)
+"""An edit the review forbids (LangGraph: approve and reject only) is refused; then approved.
+
+Not in :data:`SCENARIOS`: only a path whose review narrows the decisions runs it."""
+
 REJECT_WON = SCENARIOS["reject"]
 """The race's outcome when the rejection wins."""
 

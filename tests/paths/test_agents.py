@@ -26,6 +26,7 @@ from tests.paths.scenarios import (
     ARGS,
     ARGS_SCHEMA,
     EXPIRES_IN,
+    FORBIDDEN_EDIT,
     OPTIONS,
     POLICY,
     PROMPT,
@@ -379,3 +380,14 @@ async def test_hosted_run_path(paths: PathsServer, scenario: Scenario) -> None:
     task = await hosted.start(paths, scenario, session)
     assert await decide_as_person(paths, session, scenario) == task["request_id"]
     check(paths, scenario, await hosted.finish(paths, task, before), told=hosted.TOLD)
+
+
+async def test_langgraph_review_that_forbids_edits(paths: PathsServer) -> None:
+    """A LangGraph review allowing only approve and reject refuses an edit (422, still pending)."""
+    pytest.importorskip("langgraph", reason="needs the langgraph extra")
+    from tests.paths.langgraph_path import run_langgraph as run
+
+    scenario = FORBIDDEN_EDIT
+    session = f"langgraph-review-{secrets.token_hex(3)}"
+    run_ = run(paths, scenario, session, decide_as_person, allowed=["approve", "reject"])
+    check(paths, scenario, await asyncio.wait_for(run_, 60))
