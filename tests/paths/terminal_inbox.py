@@ -50,8 +50,11 @@ class TerminalInbox:
         if kind == "approve" and "args" in decision:
             self.keys("e")
             self.tmux.wait_for("Ctrl+S approves")
-            self.keys("F7")
-            self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", json.dumps(decision["args"]))
+            time.sleep(0.3)  # the editor takes focus once the dialog has mounted
+            self.keys("F7")  # select all: the typed JSON replaces the proposal
+            typed = json.dumps(decision["args"])
+            self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", typed)
+            self.tmux.wait_for(typed)
             self.keys("C-s")
         elif kind == "approve":
             self.keys("a")
