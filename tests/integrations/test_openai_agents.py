@@ -32,6 +32,7 @@ from signoff.integrations.openai_agents import (
     signoff_edits,
     task_agent,
 )
+from signoff.integrations.outcomes import edit_note
 from tests.integrations.conftest import Sides
 
 Ran = list[tuple[str, str, dict[str, Any]]]
@@ -135,7 +136,10 @@ async def test_parallel_calls_with_mixed_decisions(sides: Sides) -> None:
     ]
     outputs = tool_outputs(model)
     assert outputs["call_a"] == "wrote 1 bytes to a.txt"
-    assert outputs["call_b"] == "wrote 6 bytes to b.txt"
+    # the edited call's output is followed by the edit note every integration gives the model
+    assert outputs["call_b"] == "wrote 6 bytes to b.txt\n\n" + edit_note(
+        {"path": "b.txt", "content": "edited"}, {"path": "b.txt", "content": "B"}
+    )
     assert outputs["call_c"] == "A person rejected this call: never delete /etc. It was not run."
     requests: dict[str | None, ApprovalRequest] = {}
     for request_id in filed.result():
@@ -149,6 +153,8 @@ async def test_parallel_calls_with_mixed_decisions(sides: Sides) -> None:
         "call_b": "completed",
         "call_c": "rejected",
     }
+    reported = requests["call_b"].result
+    assert reported is not None and reported.result == "wrote 6 bytes to b.txt"  # the tool's own
     tasks = await sides.service.store.list_tasks(status="Completed")
     assert [(t.agent, t.output) for t in tasks] == [("openai-agents:ops", "done")]
     seen = json.dumps(model.last_call.input if model.last_call else None, default=str)
@@ -287,7 +293,9 @@ async def test_edits_reach_the_tool_only_through_the_override(sides: Sides) -> N
     await person
     assert ran == [("write_file", "e1", {"path": "p", "content": "new text"})]
     outputs = tool_outputs(model)
-    assert outputs["e1"] == "wrote 8 bytes to p"
+    assert outputs["e1"] == "wrote 8 bytes to p\n\n" + edit_note(
+        {"path": "p", "content": "new text"}, {"path": "p", "content": "old"}
+    )
     assert "does not take edited arguments" in outputs["e2"]
     statuses = {}
     for request_id in filed.result():

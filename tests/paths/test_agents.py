@@ -286,10 +286,6 @@ AGENTS: dict[str, tuple[Run, tuple[str, ...]]] = {
 """Each agent path and the request kinds it can file."""
 
 XFAIL: dict[str, str] = {
-    "agents-sdk-edit": (
-        "not one of issue 16's items 1-7 (reported): the Agents SDK path gives the model the "
-        "edited call's result without the edit note every other path appends"
-    ),
     "langgraph-edit": (
         "not one of issue 16's items 1-7 (reported): LangGraph's middleware tells the model its "
         "own edit sentence, not the edit note every other path gives"

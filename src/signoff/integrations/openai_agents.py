@@ -38,7 +38,9 @@ and the call is not run)::
 
 :func:`signoff_args` returns the default arguments for calls nobody edited, and outside a
 run. Edits are checked against the tool's JSON schema (names, required ones, basic types)
-before anything runs.
+before anything runs. The model reads an edited call's output followed by the same edit
+note every integration gives (``outcomes.edit_note``), added through the run config's
+``call_model_input_filter`` (a caller's own filter runs after it).
 
 Every approved call is claimed with the arguments that will run before the run resumes,
 then reported completed with its output, or failed (an edited call whose tool did not
@@ -49,6 +51,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
@@ -66,7 +70,7 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.schemas import sendable_schema
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest, InvalidTransition, SignoffError, TaskNotFound
-from signoff.integrations.outcomes import denial, wait_decided
+from signoff.integrations.outcomes import denial, edit_note, wait_decided
 from signoff.leases import holding
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
@@ -87,6 +91,7 @@ try:
         ToolCallOutputItem,
         TResponseInputItem,
     )
+    from agents.run_config import CallModelData, ModelInputData
     from agents.run_state import ContextDeserializer, ContextSerializer
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -288,6 +293,8 @@ class Applied:
     """Edited arguments by call id: what :func:`signoff_args` must return for them."""
     refused: dict[str, tuple[dict[str, JsonValue], str]]
     """Approved with edits that cannot run: request id to (edited args, why)."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """The edit note the model reads after an edited call's output, by call id."""
 
 
 def apply_decisions(
@@ -351,9 +358,68 @@ def apply_decisions(
                 )
                 continue
             applied.edits[call_id] = approved
+            applied.notes[call_id] = edit_note(approved, proposed)
         applied.approved[call_id] = (request.id, approved)
         state.approve(item)
     return applied
+
+
+# -- the edit note the model reads --------------------------------------------------------
+
+
+def _with_note(output: Any, note: str) -> Any:
+    """A function call's output (text, or a list of content parts) with ``note`` after it."""
+    if isinstance(output, str):
+        return output if output.endswith(note) else f"{output}\n\n{note}"
+    if isinstance(output, list):
+        if any(isinstance(p, dict) and p.get("text") == note for p in output):
+            return output
+        return [*output, {"type": "input_text", "text": note}]
+    return output
+
+
+def _noted(item: Any, notes: Mapping[str, str]) -> Any:
+    if not isinstance(item, dict) or item.get("type") != "function_call_output":
+        return item
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or call_id not in notes:
+        return item
+    output = _with_note(item.get("output"), notes[call_id])
+    return item if output is item.get("output") else {**item, "output": output}
+
+
+def _note_outputs(result: RunResult, notes: Mapping[str, str]) -> None:
+    """Put the edit notes into the run's own output items, so a stored state keeps them."""
+    for item in result.new_items:
+        if isinstance(item, ToolCallOutputItem) and isinstance(item.raw_item, dict):
+            raw: dict[str, Any] = item.raw_item  # type: ignore[assignment]
+            noted = _noted(raw, notes)
+            if noted is not raw:
+                raw["output"] = noted["output"]
+
+
+def _noting(run_config: RunConfig | None, notes: Callable[[], Mapping[str, str]]) -> RunConfig:
+    """``run_config`` whose model input carries the edit note after each edited call's output.
+
+    The SDK has no edit API, so an edited call's output is the tool's own; every other
+    integration tells the model the call ran with a person's edit, and so does this one.
+    ``notes()`` gives the notes by call id at each model call: only calls whose tool read
+    its edit (the others ran with the proposed arguments). A ``call_model_input_filter``
+    of the caller's runs after, on the noted input.
+    """
+    config = run_config or RunConfig()
+    theirs = config.call_model_input_filter
+
+    async def note(data: CallModelData[Any]) -> ModelInputData:
+        model_data = data.model_data
+        now = notes()
+        model_data.input = [_noted(i, now) for i in model_data.input]
+        if theirs is None:
+            return model_data
+        updated = theirs(dataclasses.replace(data, model_data=model_data))
+        return await updated if inspect.isawaitable(updated) else updated
+
+    return dataclasses.replace(config, call_model_input_filter=note)
 
 
 # -- the stored task -----------------------------------------------------------------------
@@ -482,6 +548,9 @@ class _Loop:
     max_rounds: int
     run_config: RunConfig | None
     on_pause: OnPause | None
+    notes: dict[str, str] = field(default_factory=dict)
+    """Edit notes of calls that ran with a person's edit, by call id, for every later model
+    call of this loop."""
 
     async def drive(self, result: RunResult) -> RunResult:
         """Ask, wait, apply and run again while the run pauses."""
@@ -534,14 +603,21 @@ class _Loop:
                     await self.backend.fail(request_id, f"not run: {exc.message}")
             raise
         with signoff_edits(applied.edits) as read:
+
+            def notes() -> dict[str, str]:
+                return {**self.notes, **{c: n for c, n in applied.notes.items() if c in read}}
+
+            config = _noting(self.run_config, notes)
             try:
                 async with holding(self.backend, [rid for rid, _ in applied.approved.values()]):
-                    result = await Runner.run(self.agent, state, run_config=self.run_config)
+                    result = await Runner.run(self.agent, state, run_config=config)
             except Exception as exc:
                 for request_id, _ in applied.approved.values():
                     with contextlib.suppress(InvalidTransition):
                         await self.backend.fail(request_id, f"the run failed: {exc}")
                 raise
+        self.notes = notes()
+        _note_outputs(result, self.notes)
         await self._report(result, applied, read)
         return result
 
