@@ -345,27 +345,7 @@ async def test_mcp_server_path(paths: PathsServer, mcp_server: McpHost, scenario
     check(paths, scenario, outcome)
 
 
-HOSTED_XFAIL = {
-    "respond": (
-        "not one of issue 16's items 1-7 (reported): a respond on a hosted run's only call "
-        "cancels the run, so its model never gets the feedback a respond exists to give"
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "scenario",
-    [
-        pytest.param(
-            s,
-            id=s.name,
-            marks=[pytest.mark.xfail(strict=True, reason=HOSTED_XFAIL[s.name])]
-            if s.name in HOSTED_XFAIL
-            else [],
-        )
-        for s in scenarios("approval")
-    ],
-)
+@pytest.mark.parametrize("scenario", scenarios("approval"), ids=lambda s: s.name)
 async def test_hosted_run_path(paths: PathsServer, scenario: Scenario) -> None:
     """A hosted run (``signoff serve --agent``) gets a person's decision as the scenario says."""
     pytest.importorskip("pydantic_ai", reason="hosted runs need the pydantic-ai extra")

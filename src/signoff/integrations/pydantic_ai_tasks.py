@@ -5,8 +5,9 @@ ends with deferred calls files one request per call and stores the task ``Paused
 its message history; nothing is held in memory. When every one of those requests is
 decided (by ``POST /resume/{request_id}``, the web inbox, the CLI: whichever) the task
 runs again: approved calls run (each claimed first, so never twice), rejected ones reach
-the model as denials; if people rejected and approved nothing, the task is ``Canceled``
-(calls denied by policy or left to expire just reach the model as denials).
+the model as denials and a respond's text as the call's result; if people rejected, and
+neither approved nor responded to anything, the task is ``Canceled`` (calls denied by
+policy or left to expire just reach the model as denials).
 
 Only one resumer wins a pause: the Paused → Running change is a conditional write. A task
 found ``Running`` at startup died with its server; it is marked ``Failed`` and a call it
@@ -333,11 +334,12 @@ class TaskRunner:
             return task
         decisions = [_decision_item(p, r) for p, r in zip(task.pending, requests, strict=True)]
         history = (*task.history, *decisions)
-        rejected_by_people = any(
-            r.status == "rejected" and r.decision is not None and r.decision.by_person
-            for r in requests
-        )
-        if rejected_by_people and all(r.status != "approved" for r in requests):
+        by_people = [r.decision.decision for r in requests if r.decision and r.decision.by_person]
+        rejected_by_people = any(d.type == "reject" for d in by_people)
+        # a respond is a person's answer to the model: the run goes on to give it to the model
+        responded = any(d.type == "respond" for d in by_people)
+        approved = any(r.status == "approved" for r in requests)
+        if rejected_by_people and not responded and not approved:
             reasons = "; ".join(d.text for d in decisions if d.text)
             canceled = task.model_copy(
                 update={"status": "Canceled", "error": reasons or "rejected", "history": history}
