@@ -27,7 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from signoff.backends import LocalBackend
 from signoff.bus.local import LocalBus
@@ -43,6 +43,7 @@ from signoff.integrations.langgraph import (
     batch_response,
     check_middleware_decision,
 )
+from signoff.integrations.outcomes import edit_note
 from signoff.server.app import API
 from signoff.service import Service
 from signoff.store.base import Write
@@ -158,6 +159,43 @@ async def test_parallel_calls_mixed_decisions_while_the_run_waits(sides: Sides, 
     seen = " ".join(str(m.content) for m in resumed.output["messages"])
     for word in ("req_", "signoff", "approved_args", "tool_call_id"):
         assert word not in seen, f"the model's history holds {word!r}"  # no protocol content
+
+
+class RecordingModel(ScriptedModel):
+    """A ScriptedModel that keeps the tool results each of its calls was given."""
+
+    seen: list[dict[str, Any]] = Field(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(
+            {m.tool_call_id: m.content for m in messages if isinstance(m, ToolMessage)}
+        )
+        return super()._generate(messages, *args, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["per_call", "batched"])
+async def test_the_model_reads_signoffs_words_not_the_middlewares(sides: Sides, mode: Mode) -> None:
+    """The model reads a rejection and an edit as every other integration words them."""
+    model = RecordingModel(messages=iter(list(_parallel_model().messages)))
+    bridge = LangGraphBridge(_agent(model, InMemorySaver(), mode), sides.agent, sides.service.store)
+    first = await bridge.run(_prompt(), f"t-words-{mode}")
+    ids = {p.tool_call_id: p.request_id for p in first.task.pending}
+    await sides.person.decide(ids["c1"], {"type": "approve"})
+    await sides.person.decide(ids["c3"], {"type": "reject", "reason": "keep the report"})
+    await sides.person.decide(ids["c4"], {"type": "approve", "args": {"to": "zoe", "body": "yo"}})
+    resumed = await bridge.resume(f"t-words-{mode}", wait=20)
+
+    assert resumed is not None and resumed.task.status == "Completed"
+    assert model.seen[-1] == {
+        "c1": "sent to ann: hi",
+        "c2": "found x",
+        "c3": "A person rejected this call: keep the report. It was not run.",
+        "c4": "sent to zoe: yo\n\n"
+        + edit_note({"to": "zoe", "body": "yo"}, {"to": "bob", "body": "yo"}),
+    }
+    edited = await sides.agent.get(ids["c4"])
+    assert isinstance(edited, ApprovalRequest) and edited.result is not None
+    assert edited.result.result == "sent to zoe: yo"  # the tool's own output, no note
 
 
 async def test_restart_between_pause_and_resume(tmp_path: Path) -> None:

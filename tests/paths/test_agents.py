@@ -285,20 +285,7 @@ AGENTS: dict[str, tuple[Run, tuple[str, ...]]] = {
 }
 """Each agent path and the request kinds it can file."""
 
-XFAIL: dict[str, str] = {
-    "langgraph-edit": (
-        "not one of issue 16's items 1-7 (reported): LangGraph's middleware tells the model its "
-        "own edit sentence, not the edit note every other path gives"
-    ),
-    "langgraph-reject": (
-        "not one of issue 16's items 1-7 (reported): LangGraph's middleware words a rejection "
-        "'User rejected the tool call for `deploy` with reason: ...', unlike every other path"
-    ),
-    "langgraph-expiry": (
-        "not one of issue 16's items 1-7 (reported): an expired call reaches a LangGraph model "
-        "as 'User rejected the tool call ... expired without a decision' (no person decided)"
-    ),
-}
+XFAIL: dict[str, str] = {}
 """Known differences, strict so that the fix un-marks them; each is in the lead's report."""
 
 

@@ -55,6 +55,7 @@ from signoff.errors import (
     SignoffError,
     TaskNotFound,
 )
+from signoff.integrations.outcomes import denial, edit_note
 from signoff.leases import holding
 from signoff.service import Service
 from signoff.store.base import Store, VersionConflict, Write
@@ -415,7 +416,7 @@ class LangGraphBridge:
         try:
             await self._claim(decided, claimed)
             async with holding(self.backend, claimed):
-                output = await self._invoke(Command(resume=resume), thread_id)
+                output = await self._run_on(Command(resume=resume), thread_id, decided)
         except Exception as exc:
             await self._unrun(claimed, exc)
             await self._failed(running, exc)
@@ -434,11 +435,52 @@ class LangGraphBridge:
         except NotImplementedError:  # a sync-only checkpointer such as SqliteSaver
             return await asyncio.to_thread(self.graph.get_state, self._config(thread_id))
 
-    async def _invoke(self, graph_input: Any, thread_id: str) -> Any:
+    async def _invoke(
+        self, graph_input: Any, thread_id: str, interrupt_before: Sequence[str] | None = None
+    ) -> Any:
+        config = self._config(thread_id)
         try:
-            return await self.graph.ainvoke(graph_input, self._config(thread_id))
+            return await self.graph.ainvoke(graph_input, config, interrupt_before=interrupt_before)
         except NotImplementedError:  # a sync-only checkpointer such as SqliteSaver
-            return await asyncio.to_thread(self.graph.invoke, graph_input, self._config(thread_id))
+            return await asyncio.to_thread(
+                self.graph.invoke, graph_input, config, interrupt_before=interrupt_before
+            )
+
+    async def _run_on(
+        self, resume: Command[Any], thread_id: str, decided: Mapping[str, Request]
+    ) -> Any:
+        """Resume the thread, the model reading signoff's words about each decided call.
+
+        HumanInTheLoopMiddleware words a rejection, an expiry and an edit its own way, and
+        has no setting for the text; every other integration tells the model
+        :func:`~signoff.integrations.outcomes.denial` or the tool's result with
+        :func:`~signoff.integrations.outcomes.edit_note`. So the resume stops before the
+        agent's ``model`` node, the decided calls' ToolMessages are given signoff's text
+        (same ids, so they replace the middleware's), and the run goes on from there.
+        """
+        if "model" not in self.graph.nodes or not any(_retold(r) for r in decided.values()):
+            return await self._invoke(resume, thread_id)
+        output = await self._invoke(resume, thread_id, interrupt_before=["model"])
+        state = await self._state(thread_id)
+        if state.interrupts or tuple(state.next) != ("model",):
+            return output  # ended, or paused again, before the model read anything
+        values = state.values if isinstance(state.values, Mapping) else {}
+        by_call = {r.tool_call_id: r for r in decided.values() if isinstance(r, ApprovalRequest)}
+        retold = []
+        for message in values.get("messages", ()):
+            request = (
+                by_call.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
+            )
+            if request is not None and _retold(request):
+                retold.append(message.model_copy(update={"content": _told(request, message)}))
+        if retold:
+            try:
+                await self.graph.aupdate_state(self._config(thread_id), {"messages": retold})
+            except NotImplementedError:  # a sync-only checkpointer such as SqliteSaver
+                await asyncio.to_thread(
+                    self.graph.update_state, self._config(thread_id), {"messages": retold}
+                )
+        return await self._invoke(None, thread_id)
 
     def _asks(self, thread_id: str, item: Interrupt, state: StateSnapshot) -> list[GraphAsk]:
         value = item.value
@@ -607,9 +649,9 @@ class LangGraphBridge:
             if message is None:
                 await self.backend.fail(request.id, "the graph reported no result for this call")
             elif message.status == "error":
-                await self.backend.fail(request.id, str(message.content)[:20_000])
+                await self.backend.fail(request.id, _output(message.content, request)[:20_000])
             else:
-                await self.backend.complete(request.id, str(message.content)[:20_000])
+                await self.backend.complete(request.id, _output(message.content, request)[:20_000])
 
     async def _settled(self, thread_id: str, task: Task | None, output: Any) -> Resumed:
         """After a run: Paused on what it stopped on, or Completed."""
@@ -641,6 +683,62 @@ class LangGraphBridge:
                     "updated_at": item.at, "history": (*running.history, item)}
         )  # fmt: skip
         await self.store.commit(Write(at=item.at, task=failed))
+
+
+_EXECUTED = " Executed instead: "
+"""In HumanInTheLoopMiddleware's notice before an edited call's result."""
+_TOOL_RESPONSE = "\n\nTool response:"
+"""Where that notice ends and the tool's own result begins."""
+
+
+def _ran_args(request: ApprovalRequest) -> dict[str, JsonValue]:
+    return dict(request.approved_args if request.approved_args is not None else request.tool_args)
+
+
+def _retold(request: Request) -> bool:
+    """Whether the model is told about this call in signoff's words, not the middleware's."""
+    if not isinstance(request, ApprovalRequest):
+        return False
+    if request.status in ("rejected", "expired", "canceled"):
+        return True
+    return request.status == "approved" and _ran_args(request) != request.tool_args
+
+
+def _own_content(content: Any) -> Any:
+    """A ToolMessage's content without the middleware's edit notice in front of it."""
+    if isinstance(content, str):
+        head, found, rest = content.partition(_TOOL_RESPONSE)
+        if found and _EXECUTED in head:
+            return rest.removeprefix("\n")
+        return "" if _EXECUTED in content and content.endswith("}.") else content
+    if isinstance(content, list) and content and _EXECUTED in str(content[0]):
+        return content[1:]
+    return content
+
+
+def _told(request: ApprovalRequest, message: ToolMessage) -> Any:
+    """What the model reads about a decided call: signoff's denial, or result and edit note."""
+    if request.status != "approved":
+        return denial(request)
+    note = edit_note(_ran_args(request), request.tool_args)
+    content = _own_content(message.content)
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": note}]
+    return f"{content}\n\n{note}" if content else note
+
+
+def _output(content: Any, request: ApprovalRequest) -> str:
+    """A call's result as reported to signoff: the tool's own, without any note."""
+    own = _own_content(content)
+    if isinstance(own, list):
+        own = [b for b in own if not (isinstance(b, Mapping) and b.get("text") == _note(request))]
+        return str(own)
+    return str(own).removesuffix(_note(request)).rstrip("\n") if _note(request) else str(own)
+
+
+def _note(request: ApprovalRequest) -> str:
+    ran = _ran_args(request)
+    return edit_note(ran, request.tool_args) if ran != request.tool_args else ""
 
 
 def _keep_reject(allowed: list[str]) -> list[str]:
