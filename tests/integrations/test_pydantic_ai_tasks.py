@@ -197,6 +197,23 @@ async def test_several_calls_resume_when_all_are_decided(hosted: Hosted) -> None
     assert decided_by == {"shell": "alice", "delete": "carol", "write_file": "alice"}
 
 
+async def test_a_respond_continues_a_run_nobody_approved_anything_in(hosted: Hosted) -> None:
+    """A respond is an answer to the model: rejected and responded calls reach it, no cancel."""
+    paused = await start(hosted.alice, "three")
+    calls = {c["tool_name"]: c["request_id"] for c in paused["tool_calls"]}
+    person = Principal(name="carol", role="approver")
+    await hosted.service.decide(calls["shell"], {"type": "reject", "reason": "no"}, person)
+    await hosted.service.decide(calls["delete"], {"type": "respond", "feedback": "ask ops"}, person)
+    done = await hosted.alice.post(
+        f"{API}/resume/{calls['write_file']}", json={"action": "reject", "reason": "later"}
+    )
+    task = done.json()
+    assert task["status"] == "Completed", task
+    assert hosted.ran == []
+    assert "delete[m2]=ask ops" in task["output"]
+    assert "A person rejected this call: later" in task["output"]
+
+
 async def test_an_inbox_decision_alone_resumes_the_task(hosted: Hosted) -> None:
     """Approving the request anywhere (no resume call) runs the task on to Completed."""
     paused = await start(hosted.alice, "one")
