@@ -354,6 +354,45 @@ async def test_edits_are_checked_against_the_tool_schema() -> None:
     assert edit_problem(agent, "nope", {}) is not None
 
 
+async def test_the_edit_note_stays_on_later_turns_and_only_where_the_edit_ran(
+    sides: Sides,
+) -> None:
+    """The edit note follows an edited call's output on every later model call, and is never
+    added to a call that ran with the proposed arguments."""
+    model = ScriptedModel(
+        [
+            [function_call("write_file", {"path": "p", "content": "old"}, call_id="n1")],
+            [function_call("delete", {"path": "tmp"}, call_id="n2")],
+            [assistant_message("done")],
+        ]
+    )
+    ran: Ran = []
+    decisions = {
+        "n1": {"type": "approve", "args": {"path": "p", "content": "new"}},
+        "n2": {"type": "approve", "args": {"path": "elsewhere"}},
+    }
+    deciding: list[asyncio.Task[None]] = []
+
+    async def on_pause(task_id: str | None, ids: list[str]) -> None:
+        filed: asyncio.Future[list[str]] = asyncio.get_running_loop().create_future()
+        filed.set_result(ids)
+        deciding.append(
+            asyncio.create_task(decide_when_filed(sides.person, filed, by_call(decisions)))
+        )
+
+    await run_with_signoff(
+        make_agent(model, ran), "two turns", signoff=sides.agent, session_id="s-notes",
+        editable={"write_file", "delete"}, on_pause=on_pause, timeout=30,
+    )  # fmt: skip
+    await asyncio.gather(*deciding)
+    outputs = tool_outputs(model)
+    assert outputs["n1"] == "wrote 3 bytes to p\n\n" + edit_note(
+        {"path": "p", "content": "new"}, {"path": "p", "content": "old"}
+    )
+    assert outputs["n2"] == "deleted tmp"  # delete never read its edit: no note, reported failed
+    assert ran[-1] == ("delete", "n2", {"path": "tmp"})
+
+
 def test_signoff_args_outside_a_run_returns_the_defaults() -> None:
     """Without edits in effect (or for another call id) a tool gets the model's arguments."""
     ctx: RunContextWrapper[None] = RunContextWrapper(context=None)
