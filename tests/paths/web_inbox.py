@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from tests.paths.scenarios import PathsServer
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, sign_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Playwright
@@ -37,10 +37,7 @@ class WebInbox:
         )
         page = self._browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
         page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.goto(f"{paths.server.base}/login?token={paths.admin_token}")
-        page.click("#confirm-sign-in")
-        page.wait_for_url(f"{paths.server.base}/")
-        page.wait_for_selector("#live[data-state=live]")
+        sign_in(page, paths.server.base, paths.admin_token)
         return page
 
     async def decide(self, request_id: str, decision: dict[str, Any]) -> None:

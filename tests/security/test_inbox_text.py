@@ -14,7 +14,7 @@ import pytest
 
 from signoff.server.app import API
 from tests.serving import Server, agent_token
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, Agent, need_chromium
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, Agent, need_chromium, sign_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -53,10 +53,8 @@ def page(browser: Browser, server: Server) -> Iterator[Page]:
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(f"{server.base}/login?token={server.admin_token}")
-    tab.click("#confirm-sign-in")
-    tab.wait_for_url(f"{server.base}/")
-    tab.wait_for_selector("#live[data-state=live]")
+    assert server.admin_token is not None
+    sign_in(tab, server.base, server.admin_token)
     yield tab
     context.close()
     assert errors == [], errors

@@ -42,6 +42,14 @@ def need_chromium() -> None:
         pytest.skip(reason)
 
 
+def sign_in(page: Any, base: str, token: str) -> None:
+    """Sign ``page`` in to the inbox at ``base`` through the confirmed login link, until live."""
+    page.goto(f"{base}/login?token={token}")
+    page.click("#confirm-sign-in")
+    page.wait_for_url(f"{base}/")
+    page.wait_for_selector("#live[data-state=live]")
+
+
 class Agent:
     """An agent talking to a real server over HTTP, as an integration would."""
 
