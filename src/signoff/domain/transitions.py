@@ -445,25 +445,7 @@ def claim(
     the server fails the call (``lapse``).
     """
     span = _check_lease(lease)
-    if principal.role not in ("agent", "admin"):
-        raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
-    if not isinstance(request, ApprovalRequest):
-        raise InvalidTransition(
-            f"request {request.id} is a {request.kind} request; only approval requests run",
-            status=request.status,
-        )
-    if request.status != "approved":
-        verb = "was already claimed" if request.status != "pending" else "is not approved"
-        raise InvalidTransition(
-            f"request {request.id} {verb} (status {request.status})", status=request.status
-        )
-    assert request.args_digest is not None
-    digest = args_digest(request.tool_name, args)
-    if digest != request.args_digest:
-        raise ArgsMismatch(
-            f"the arguments to run do not match what was approved for request {request.id}",
-            status=request.status,
-        )
+    request, digest = _approved_call(request, args, principal)
     problem = _edit_problem(request, args)
     if problem is not None:
         raise InvalidDecision(
@@ -485,6 +467,35 @@ def claim(
         "lease_until": (now + span).isoformat(),
     }
     return Change(new, _audit("claim", principal.name, request, new, details))
+
+
+def _approved_call(
+    request: Request, args: dict[str, JsonValue], principal: Principal
+) -> tuple[ApprovalRequest, str]:
+    """The approved call ``principal`` may execute with ``args``, and their digest.
+
+    What ``claim`` and ``refuse_claim`` both require: an executing role, an approved call,
+    and exactly the approved arguments.
+    """
+    if principal.role not in ("agent", "admin"):
+        raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
+    if not isinstance(request, ApprovalRequest):
+        raise InvalidTransition(
+            f"request {request.id} is a {request.kind} request; only approval requests run",
+            status=request.status,
+        )
+    if request.status != "approved":
+        verb = "was already claimed" if request.status != "pending" else "is not approved"
+        raise InvalidTransition(
+            f"request {request.id} {verb} (status {request.status})", status=request.status
+        )
+    digest = args_digest(request.tool_name, args)
+    if digest != request.args_digest:
+        raise ArgsMismatch(
+            f"the arguments to run do not match what was approved for request {request.id}",
+            status=request.status,
+        )
+    return request, digest
 
 
 def renew(
@@ -553,19 +564,7 @@ def refuse_claim(
     Only what ``claim`` refuses for that reason alone is failed here: the claimant may
     claim it, the args are the approved ones, and the tool's schema rejects them.
     """
-    if principal.role not in ("agent", "admin"):
-        raise NotAllowed(f"{principal.name} is an {principal.role} and may not execute calls")
-    if not isinstance(request, ApprovalRequest) or request.status != "approved":
-        raise InvalidTransition(
-            f"request {request.id} is {request.status}, not an approved call",
-            status=request.status,
-        )
-    digest = args_digest(request.tool_name, args)
-    if digest != request.args_digest:
-        raise ArgsMismatch(
-            f"the arguments to run do not match what was approved for request {request.id}",
-            status=request.status,
-        )
+    request, digest = _approved_call(request, args, principal)
     problem = _edit_problem(request, args)
     if problem is None:
         raise InvalidTransition(
