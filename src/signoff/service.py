@@ -409,19 +409,17 @@ class Service:
     async def _expire(self, request: Request, now: datetime) -> Request | None:
         """Expire an overdue request; None when someone else changed it first."""
         change = expire(request, now)
-        event = EventDraft(type="decided" if change.decided else "status", request=change.request)
-        try:
-            await self._commit(
-                Write(at=now, update=change.request, audit=(change.audit,), events=(event,))
-            )
-        except VersionConflict:
-            return None
-        return change.request
+        return await self._system_change(change, "decided" if change.decided else "status", now)
 
     async def _lapse(self, request: Request, now: datetime) -> Request | None:
         """Fail a call whose claim's lease ended; None when someone else changed it first."""
-        change = lapse(request, now)
-        event = EventDraft(type="result", request=change.request)
+        return await self._system_change(lapse(request, now), "result", now)
+
+    async def _system_change(
+        self, change: Change, event_type: EventType, now: datetime
+    ) -> Request | None:
+        """Commit a change signoff makes by itself, once: None when the request moved on."""
+        event = EventDraft(type=event_type, request=change.request)
         try:
             await self._commit(
                 Write(at=now, update=change.request, audit=(change.audit,), events=(event,))
