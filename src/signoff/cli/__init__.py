@@ -16,6 +16,12 @@ def main() -> None:
 
     from signoff.cli.app import app
 
+    if len(sys.argv) > 2 and sys.argv[1] == "hook":
+        from signoff.cli.hooks import run_fail_closed
+        from signoff.integrations.hooks.contracts import AGENTS
+
+        if sys.argv[2] in AGENTS:
+            sys.exit(run_fail_closed(app, sys.argv[2]))
     try:
         code = app(standalone_mode=False)
     except UsageError as exc:

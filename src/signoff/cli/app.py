@@ -6,8 +6,10 @@ import typer
 
 from signoff.cli import (
     admin,
+    bridge,
     chat,
     demo,
+    hooks,
     inbox,
     mcp,
     policy,
@@ -37,3 +39,5 @@ worker.register(app)
 chat.register(app)
 inbox.register(app)
 mcp.register(app)
+bridge.register(app)
+hooks.register(app)
