@@ -17,7 +17,8 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── Unauthenticated         no principal: unknown or revoked token
     │   ├── PayloadTooLarge         a request body over the server's size limit
     │   ├── RequestTimeout          a request head or body that arrived too slowly
-    │   └── PolicyError             a tools.toml that cannot be read or understood
+    │   ├── PolicyError             a tools.toml that cannot be read or understood
+    │   └── AgentSettingsError      a coding agent's settings file signoff will not change
     └── RuntimeFailure              signoff itself could not do it
         ├── StoreUnavailable        the store cannot be reached or written
         ├── ServerBusy              the server holds as many connections as it may
@@ -28,6 +29,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
 from __future__ import annotations
 
 __all__ = [
+    "AgentSettingsError",
     "ArgsMismatch",
     "AuditChainBroken",
     "CallerError",
@@ -133,6 +135,14 @@ class RequestTimeout(CallerError):
 
 class PolicyError(CallerError):
     """A tools.toml that cannot be read or understood."""
+
+
+class AgentSettingsError(CallerError):
+    """A coding agent's settings file that ``signoff hook install`` leaves as it is.
+
+    It is not valid JSON, or its ``hooks`` are not in the shape that agent documents, so
+    merging signoff's hook into it could lose what is there; nothing is written.
+    """
 
 
 class RuntimeFailure(SignoffError):

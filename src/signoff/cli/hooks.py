@@ -20,6 +20,7 @@ import typer
 from signoff.backends import Backend, LocalBackend
 from signoff.cli.backend import ServerOption, TokenOption
 from signoff.cli.context import DbOption, open_service
+from signoff.cli.hook_install import install_hook
 from signoff.domain.principals import Principal
 from signoff.errors import InvalidRequest
 from signoff.integrations.hooks.contracts import (
@@ -146,6 +147,8 @@ def _command(agent: AgentName) -> None:
 
 for _agent in AGENTS:
     _command(_agent)
+
+hook_app.command("install")(install_hook)
 
 
 def register(app: typer.Typer) -> None:
