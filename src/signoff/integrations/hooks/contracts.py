@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias, get_args
 
 from pydantic import JsonValue
@@ -191,8 +191,13 @@ def _cursor(data: Mapping[str, object]) -> HookCall:
         tool = _text(data, "tool_name", required=True) or ""
         tool_input = _object(data.get("tool_input", {}), "tool_input")
         if event == "beforeMCPExecution":
-            server = _text(data, "url") or _text(data, "command")
+            # mcp_server_name (the mcp.json key) is the stable id; url / command vary by install
+            server = _text(data, "mcp_server_name") or _text(data, "url") or _text(data, "command")
             tool = f"mcp:{server}:{tool}" if server else f"mcp:{tool}"
+    if not common["cwd"]:  # beforeMCPExecution sends no cwd: the workspace it runs in
+        roots = data.get("workspace_roots")
+        if isinstance(roots, list) and roots and isinstance(roots[0], str):
+            common["cwd"] = roots[0]
     return HookCall(
         event=event,
         tool_name=tool,
@@ -216,6 +221,9 @@ def parse_call(agent: AgentName, data: object) -> HookCall:
 
 
 # -- answering in the agent's shape ---------------------------------------------------------
+
+_NO_REASON = "Denied in signoff; the call was not run."
+"""A deny's reason when none was given: Codex ignores a deny without one."""
 
 _EDIT_REFUSED = (
     "A person approved this call with edited arguments, which {label} cannot apply from "
@@ -256,6 +264,10 @@ def _codex(event: str | None, verdict: Verdict) -> JsonValue:
     if event == "PermissionRequest" and verdict.allow and verdict.updated_input is not None:
         # Codex fails a PermissionRequest reply carrying updatedInput closed: say so instead
         verdict = _edit_refused("codex", verdict)
+    if event != "PermissionRequest" and verdict.allow and verdict.updated_input is None:
+        # Codex's PreToolUse takes "allow" only with updatedInput (a bare allow is reported as
+        # a failed hook): no decision is how it lets a call proceed
+        return {}
     return _claude_like(event, verdict, edits_on_permission=False)
 
 
@@ -273,13 +285,18 @@ def _gemini(event: str | None, verdict: Verdict) -> JsonValue:
 
 
 def _cursor_reply(event: str | None, verdict: Verdict) -> JsonValue:
-    if verdict.allow and verdict.updated_input is not None:
-        verdict = _edit_refused("cursor", verdict)
-    return {
+    edits = verdict.updated_input if verdict.allow else None
+    if edits is not None and event != "preToolUse":
+        # only preToolUse takes updated_input; the shell and MCP events cannot carry an edit
+        verdict, edits = _edit_refused("cursor", verdict), None
+    body: dict[str, JsonValue] = {
         "permission": "allow" if verdict.allow else "deny",
         "user_message": verdict.reason,
         "agent_message": verdict.reason,
     }
+    if edits is not None:
+        body["updated_input"] = edits
+    return body
 
 
 _REPLIES: dict[AgentName, Callable[[str | None, Verdict], JsonValue]] = {
@@ -292,6 +309,9 @@ _REPLIES: dict[AgentName, Callable[[str | None, Verdict], JsonValue]] = {
 
 def reply(agent: AgentName, event: str | None, verdict: Verdict) -> HookReply:
     """The answer ``agent`` honours for ``event`` (None: the input could not be read)."""
+    if not verdict.allow and not verdict.reason.strip():
+        # Codex takes a deny without a reason (and exit 2 without stderr) for a failed hook
+        verdict = replace(verdict, reason=_NO_REASON)
     body = _REPLIES[agent](event, verdict)
     assert isinstance(body, dict)
     if verdict.failure:
