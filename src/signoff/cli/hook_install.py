@@ -43,8 +43,8 @@ from signoff.integrations.hooks.install import (
 
 __all__ = ["install_hook"]
 
-MIN_TIMEOUT = WAIT_MARGIN + 20
-"""The shortest hook timeout install writes: signoff still waits 20 s for a person."""
+MIN_TIMEOUT = WAIT_MARGIN + 1
+"""The shortest hook timeout install writes: signoff still waits a second for a person."""
 MAX_TIMEOUT = 86_400
 
 
