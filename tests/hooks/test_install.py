@@ -23,6 +23,7 @@ from signoff.integrations.hooks.contracts import AGENTS, AgentName
 from signoff.integrations.hooks.install import (
     BACKUP_SUFFIX,
     HookSpec,
+    holds_hook,
     hook_command,
     hook_spec,
     install,
@@ -139,6 +140,16 @@ def test_an_older_signoff_entry_is_replaced(agent: AgentName) -> None:
     new = merge(spec_for(agent), old)
     assert new == snippet(spec_for(agent))
     assert "/old/venv" not in json.dumps(new)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_holds_hook_finds_signoffs_entry_only(agent: AgentName) -> None:
+    """Settings running ``signoff hook AGENT`` are told apart from others' and broken ones."""
+    assert holds_hook(agent, merge(spec_for(agent), others_settings(agent)))
+    assert not holds_hook(agent, others_settings(agent))
+    other = next(a for a in AGENTS if a != agent)
+    assert not holds_hook(agent, merge(spec_for(other), {}))
+    assert not holds_hook(agent, {"hooks": {EVENTS[agent][0]: "broken"}})
 
 
 def test_only_signoffs_handler_leaves_a_shared_group() -> None:
@@ -345,6 +356,9 @@ def test_user_install_honours_home_and_codex_home(place: tuple[Path, Path]) -> N
     assert ours("codex", json.loads((codex_home / "hooks.json").read_text()))
     assert "/hooks" in done.stderr  # the trust step Codex needs
     assert list(project.iterdir()) == []
+    done = run_cli("hook", "install", "gemini", cwd=project, home=home)
+    assert done.returncode == 0, done.stderr
+    assert f"also in {home / '.gemini' / 'settings.json'}" in done.stderr  # asked twice
 
 
 def test_print_shows_the_snippet_and_writes_nothing(place: tuple[Path, Path]) -> None:

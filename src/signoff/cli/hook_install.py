@@ -32,6 +32,7 @@ from signoff.integrations.hooks.install import (
     WAIT_MARGIN,
     HookSpec,
     Scope,
+    holds_hook,
     hook_spec,
     install,
     notes_for,
@@ -97,6 +98,35 @@ def _where_requests_go(credentials: HookSettings | None, db: str | None) -> str:
     return "the hook files requests in the local database (SIGNOFF_DB or the default)"
 
 
+def _settings_file(agent: AgentName, scope: Scope) -> Path:
+    codex_home = os.environ.get("CODEX_HOME")
+    return settings_file(
+        agent,
+        scope,
+        cwd=Path.cwd(),
+        home=Path.home(),
+        codex_home=Path(codex_home) if codex_home else None,
+    )
+
+
+def _also_elsewhere(agent: AgentName, scope: Scope) -> list[str]:
+    """A warning when the other scope's file runs signoff's hook too: every call twice."""
+    here = _settings_file(agent, scope)
+    other = _settings_file(agent, "project" if scope == "user" else "user")
+    if other.resolve() == here.resolve():  # run in the home directory: one file
+        return []
+    try:
+        settings = read_settings(other)
+    except AgentSettingsError:
+        return []
+    if not holds_hook(agent, settings):
+        return []
+    return [
+        f"signoff's hook is also in {other}: {AGENT_LABELS[agent]} runs both, so every call "
+        "would be asked about twice; take it out of one of them"
+    ]
+
+
 def _describe(spec: HookSpec) -> str:
     unit = "ms" if spec.agent == "gemini" else "s"
     timeout = spec.timeout * 1000 if spec.agent == "gemini" else spec.timeout
@@ -152,14 +182,7 @@ def install_hook(
         fail(f"--timeout must be {MIN_TIMEOUT} to {MAX_TIMEOUT} seconds, not {timeout}")
     scope: Scope = "user" if user else "project"
     credentials = _credentials(server, token, db)
-    codex_home = os.environ.get("CODEX_HOME")
-    path = settings_file(
-        name,
-        scope,
-        cwd=Path.cwd(),
-        home=Path.home(),
-        codex_home=Path(codex_home) if codex_home else None,
-    )
+    path = _settings_file(name, scope)
     spec = hook_spec(name, executable=_signoff_executable(), timeout=timeout, db=db)
     if print_only:
         err_console.print(f"add this to {path}:", markup=False, soft_wrap=True)
@@ -191,7 +214,7 @@ def install_hook(
             soft_wrap=True,
         )
     console.print(_where_requests_go(credentials, db), markup=False, soft_wrap=True)
-    for warning in warnings_for(name, current or {}, path):
+    for warning in [*warnings_for(name, current or {}, path), *_also_elsewhere(name, scope)]:
         err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     if done.changed:
         for note in notes_for(name, scope):

@@ -72,6 +72,7 @@ __all__ = [
     "HookSpec",
     "Installed",
     "Scope",
+    "holds_hook",
     "hook_command",
     "hook_spec",
     "install",
@@ -344,6 +345,23 @@ def merge(spec: HookSpec, settings: object, *, name: str = "the settings") -> Se
         hooks[event] = [*kept, *(_entry(spec, matcher) for matcher in matchers)]
     merged["hooks"] = hooks
     return merged
+
+
+def holds_hook(agent: AgentName, settings: object) -> bool:
+    """Whether ``settings`` already run ``signoff hook AGENT`` on one of its events."""
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    if not isinstance(hooks, dict):
+        return False
+    for event in _LAYOUTS[agent].events:
+        entries = hooks.get(event)
+        if not isinstance(entries, list):
+            continue
+        try:
+            if _without_ours(agent, entries, event) != entries:
+                return True
+        except AgentSettingsError:  # a shape merge would refuse: not signoff's doing
+            continue
+    return False
 
 
 def snippet(spec: HookSpec) -> Settings:
