@@ -80,6 +80,10 @@ def _credentials(server: str | None, token: str | None, db: str | None) -> HookS
         fail("give either --db or --server, not both")
     if not server.startswith(("http://", "https://")):
         fail(f"--server must be an http:// or https:// URL, not {server!r}")
+    try:  # the hook would deny every call without it
+        import signoff.client  # noqa: F401
+    except ImportError:
+        fail("a hook with --server needs the HTTP client: pip install 'signoff[server]'")
     return HookSettings(server=server.rstrip("/"), token=token)
 
 
