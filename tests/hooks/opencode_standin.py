@@ -59,6 +59,9 @@ class OpenCodeStandIn:
 
     url: str
     password: str | None = None
+    legacy: bool = False
+    """Speak as OpenCode before the permission API: ``permission.updated`` events, no list,
+    replies only on ``POST /session/{sessionID}/permissions/{permissionID}``."""
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)
     replies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     streams: list[asyncio.Queue[str]] = field(default_factory=list)
@@ -86,15 +89,31 @@ class OpenCodeStandIn:
     def ask(self, payload: dict[str, Any]) -> None:
         """OpenCode asks for a permission."""
         self.pending[payload["id"]] = payload
-        self.publish("permission.asked", payload)
+        if not self.legacy:
+            self.publish("permission.asked", payload)
+            return
+        self.publish(
+            "permission.updated",
+            {
+                "id": payload["id"], "type": payload["permission"],
+                "pattern": payload["patterns"], "sessionID": payload["sessionID"],
+                "messageID": "msg_01", "callID": payload["tool"]["callID"],
+                "title": f"Run {' '.join(payload['patterns'])}",
+                "metadata": payload["metadata"], "time": {"created": 1},
+            },
+        )  # fmt: skip
 
     def answer_itself(self, permission_id: str, reply: str) -> None:
         """Someone answered in OpenCode's own UI."""
         payload = self.pending.pop(permission_id)
-        self.publish(
-            "permission.replied",
-            {"sessionID": payload["sessionID"], "requestID": permission_id, "reply": reply},
-        )
+        self._replied(payload["sessionID"], permission_id, reply)
+
+    def _replied(self, session_id: str, permission_id: str, reply: str) -> None:
+        if self.legacy:
+            body = {"sessionID": session_id, "permissionID": permission_id, "response": reply}
+        else:
+            body = {"sessionID": session_id, "requestID": permission_id, "reply": reply}
+        self.publish("permission.replied", body)
 
     async def reply_to(self, permission_id: str, timeout: float = 30.0) -> dict[str, Any]:
         """The first reply the bridge sent for ``permission_id`` (waits for it)."""
@@ -152,29 +171,30 @@ class OpenCodeStandIn:
             self.replies.append((permission_id, body))
             asked = self.pending.pop(permission_id, None)
             if asked is not None:
-                self.publish(
-                    "permission.replied",
-                    {"sessionID": asked["sessionID"], "requestID": permission_id,
-                     "reply": body["reply"]},
-                )  # fmt: skip
+                self._replied(
+                    asked["sessionID"], permission_id, body.get("reply", body.get("response"))
+                )
             return JSONResponse(True)
 
-        return Starlette(
-            routes=[
-                Route("/event", events),
+        if self.legacy:
+            routes = [
+                Route("/session/{session_id}/permissions/{permission_id}", reply, methods=["POST"])
+            ]
+        else:
+            routes = [
                 Route("/permission", listing),
                 Route("/permission/{permission_id}/reply", reply, methods=["POST"]),
             ]
-        )
+        return Starlette(routes=[Route("/event", events), *routes])
 
 
 @contextlib.asynccontextmanager
 async def run_standin(
-    password: str | None = None, port: int | None = None
+    password: str | None = None, port: int | None = None, *, legacy: bool = False
 ) -> AsyncIterator[OpenCodeStandIn]:
     """The stand-in served by uvicorn on ``port`` (default: a free one) in this event loop."""
     port = port or free_port()
-    state = OpenCodeStandIn(url=f"http://127.0.0.1:{port}", password=password)
+    state = OpenCodeStandIn(url=f"http://127.0.0.1:{port}", password=password, legacy=legacy)
     server = uvicorn.Server(
         uvicorn.Config(state.app(), port=port, log_level="warning", lifespan="off")
     )

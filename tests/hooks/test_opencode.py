@@ -8,11 +8,12 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from signoff.domain.requests import ApprovalRequest
-from signoff.integrations.opencode import parse_permission, reply_for
+from signoff.domain.requests import ApprovalRequest, Request
+from signoff.integrations.opencode import reply_for
 from tests.hooks.opencode_standin import (
     SIGNOFF,
     OpenCodeStandIn,
@@ -137,22 +138,27 @@ async def test_signoff_down_rejects(tmp_path: Path, standin: OpenCodeStandIn) ->
     assert "signoff" in body["message"]
 
 
-def test_edited_approval_is_refused() -> None:
-    """An approval with edited arguments, which OpenCode cannot run, replies `reject`."""
-    asked = parse_permission(permission("per_1", "ses_1"))
-    request = ApprovalRequest.model_validate(
+def _approved(*, grant_id: str | None = None, args: dict[str, Any] | None = None) -> Request:
+    """An approved request for ``ls``, by a grant or with a person's ``args``."""
+    return ApprovalRequest.model_validate(
         {
-            "id": "req_1", "status": "approved", "session_id": asked.session_id,
+            "id": "req_1", "status": "approved", "session_id": "ses_1",
             "requested_by": "opencode", "created_at": "2026-11-24T00:00:00Z",
             "updated_at": "2026-11-24T00:00:00Z", "allowed_decisions": ["approve", "reject"],
-            "tool_name": "bash", "tool_args": {"patterns": ["ls"], "metadata": {}},
+            "tool_name": "bash", "tool_args": {"patterns": ["ls"]}, "grant_id": grant_id,
             "decision": {
-                "decision": {"type": "approve", "args": {"patterns": ["rm -rf /"]}},
-                "decided_by": "ann", "decided_at": "2026-11-24T00:00:00Z",
+                "decision": {"type": "approve", "args": args},
+                "decided_by": "grant" if grant_id else "ann",
+                "via": "grant" if grant_id else "person",
+                "decided_at": "2026-11-24T00:00:00Z",
             },
         }
     )  # fmt: skip
-    answer = reply_for(request)
+
+
+def test_edited_approval_is_refused() -> None:
+    """An approval with edited arguments, which OpenCode cannot run, replies `reject`."""
+    answer = reply_for(_approved(args={"patterns": ["rm -rf /"]}))
     assert answer.reply == "reject"
     assert answer.message is not None and "edited" in answer.message
 
@@ -190,3 +196,46 @@ async def test_wrong_opencode_password_stops_with_a_message(
     )  # fmt: skip
     assert done.returncode not in (0, None)
     assert "OPENCODE_SERVER_PASSWORD" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_older_opencode_events_and_reply_route(shared: tuple[Server, str]) -> None:
+    """An OpenCode before the permission API: `permission.updated` in, the session route out."""
+    server, token = shared
+    session, asked = unique("ses"), unique("per")
+    async with run_standin(legacy=True) as old, run_bridge(old, server, token):
+        old.ask(permission(asked, session))
+        [request] = await filed(server, session)
+        assert request["tool_args"]["patterns"] == ["git push origin main"]
+        assert request["context"]["call_id"] == f"call_{asked}"
+        await decide(server, request["id"], {"type": "reject", "reason": "later"})
+        assert await old.reply_to(asked) == {"response": "reject"}
+
+
+async def test_an_edit_gets_its_diff_preview(
+    shared: tuple[Server, str], standin: OpenCodeStandIn
+) -> None:
+    """The edit tool's metadata (filepath, unified diff) gives the inbox its diff preview."""
+    server, token = shared
+    session, asked = unique("ses"), unique("per")
+    diff = (
+        "Index: /repo/app.py\n" + "=" * 67 + "\n--- /repo/app.py\n+++ /repo/app.py\n"
+        "@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n"
+    )
+    edit = permission(
+        asked, session, kind="edit", patterns=["app.py"],
+        metadata={"filepath": "/repo/app.py", "diff": diff},
+    )  # fmt: skip
+    async with run_bridge(standin, server, token):
+        standin.ask(edit)
+        [request] = await filed(server, session)
+        assert request["tool_args"]["filepath"] == "/repo/app.py"
+        assert request["preview"]["new"] == "a\nc\nd"
+        await decide(server, request["id"], {"type": "approve"})
+        assert (await standin.reply_to(asked))["reply"] == "once"
+
+
+def test_no_always_answers_once_for_a_grant() -> None:
+    """With --no-always a call a standing grant approved is answered `once`, not `always`."""
+    request = _approved(grant_id="grt_1", args={"patterns": ["ls"]})
+    assert reply_for(request).reply == "always"
+    assert reply_for(request, use_always=False).reply == "once"

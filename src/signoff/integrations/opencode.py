@@ -31,9 +31,16 @@ server API, November 2026: ``packages/opencode/src/permission/index.ts``,
 - Auth: with ``OPENCODE_SERVER_PASSWORD`` set, HTTP basic auth, user ``opencode`` unless
   ``OPENCODE_SERVER_USERNAME`` says otherwise.
 - OpenCode itself never times a permission out: it waits until it is answered.
+- An ``always`` adds the permission's ``always`` patterns to the project's allow rules
+  (every session of that OpenCode instance, until it restarts), and OpenCode no longer asks
+  for what they cover: the edit tool's ``always`` is ``["*"]``, every later edit; bash's
+  is the command's prefix (``git push *``). signoff cannot take that back, so revoking the
+  grant in signoff does not stop OpenCode; ``use_always=False`` (``--no-always``) answers
+  ``once`` instead and keeps every call coming back to signoff, where the grant decides.
 
-The signoff request: tool name the permission kind, arguments ``{"patterns", "metadata"}``
-(not editable: OpenCode cannot run edited arguments), session the OpenCode session id,
+The signoff request: tool name the permission kind, arguments ``patterns`` beside the
+metadata's keys (an edit's ``filepath`` and unified ``diff``, which gives the inbox its diff
+preview; not editable: OpenCode cannot run edited arguments), session the OpenCode session id,
 tool call id the permission id (so a reconnect files nothing twice), context ``{via:
 "opencode", url, title, always, call_id}``. Approved: ``once``; approved by a standing
 grant, or by a person for the session or always: ``always`` (unless ``use_always`` is off).
@@ -178,6 +185,15 @@ def _replied(data: object) -> tuple[str, str] | None:
     return None
 
 
+def _tool_args(permission: Permission) -> dict[str, JsonValue]:
+    """``patterns`` beside the metadata's own keys, so an edit's ``diff`` gets the inbox's
+    diff preview; metadata that has a ``patterns`` key of its own stays whole beneath it."""
+    patterns: list[JsonValue] = list(permission.patterns)
+    if "patterns" in permission.metadata:
+        return {"patterns": patterns, "metadata": permission.metadata}
+    return {"patterns": patterns, **permission.metadata}
+
+
 def request_body(
     permission: Permission, url: str, *, expires_in: float | None
 ) -> dict[str, JsonValue]:
@@ -194,7 +210,7 @@ def request_body(
         "session_id": permission.session_id,
         "kind": "approval",
         "tool_name": permission.kind,
-        "tool_args": {"patterns": list(permission.patterns), "metadata": permission.metadata},
+        "tool_args": _tool_args(permission),
         "tool_call_id": permission.id,
         "editable": False,
         "context": context,
