@@ -55,7 +55,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote
@@ -366,13 +366,7 @@ class OpenCodeBridge:
     log: Callable[[str], None] = lambda _message: None
     _open: dict[str, _Open] = field(default_factory=dict)
     _poisoned: set[str] = field(default_factory=set)
-    _cleanups: set[asyncio.Task[None]] = field(default_factory=set)
-    _ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def connected(self) -> asyncio.Event:
-        """Set while the event stream is connected and the pending list has been read."""
-        return self._ready
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self) -> None:
         """Follow OpenCode until cancelled, reconnecting with backoff when it goes away."""
@@ -382,15 +376,14 @@ class OpenCodeBridge:
                 try:
                     async with self.api.events() as events:
                         await self._catch_up()
-                        self._ready.set()
                         pause = 0.5
                         self.log(f"following {self.api.url}")
                         async for kind, properties in events:
                             await self._on_event(kind, properties)
+                    why = "closed the event stream"
                 except (httpx.TransportError, httpx.HTTPStatusError, ValueError) as exc:
-                    self.log(f"OpenCode at {self.api.url} unreachable ({type(exc).__name__}); "
-                             f"retrying in {pause:.1f}s")  # fmt: skip
-                self._ready.clear()
+                    why = f"unreachable ({type(exc).__name__})"
+                self.log(f"OpenCode at {self.api.url} {why}; retrying in {pause:.1f}s")
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, _LONGEST_PAUSE)
         finally:
@@ -400,8 +393,8 @@ class OpenCodeBridge:
         tasks = [o.task for o in self._open.values() if o.task is not None]
         for task in tasks:
             task.cancel()
-        # withdrawals already under way finish: their permissions are answered
-        await asyncio.gather(*tasks, *self._cleanups, return_exceptions=True)
+        # withdrawals and refusals under way finish: OpenCode no longer asks those, or is told no
+        await asyncio.gather(*tasks, *self._background, return_exceptions=True)
 
     async def _catch_up(self) -> None:
         """On (re)connecting: take up pending permissions, drop those answered meanwhile."""
@@ -430,28 +423,28 @@ class OpenCodeBridge:
         try:
             permission = parse_permission(data)
         except PermissionFormatError as exc:
-            await self._refuse_malformed(data, str(exc))
+            self._refuse_malformed(data, str(exc))
             return
         if permission.id in self._poisoned:
-            await self._send(permission, Reply("reject", "This permission id was reused."))
+            self._spawn(self._send(permission, Reply("reject", "This permission id was reused.")))
             return
         entry = self._open.get(permission.id)
         if entry is not None:
             if entry.permission.session_id != permission.session_id:
-                await self._on_reused(entry, permission)
+                self._on_reused(permission)
             return
         entry = _Open(permission)
         self._open[permission.id] = entry
         entry.task = asyncio.create_task(self._answer(entry))
 
-    async def _on_reused(self, entry: _Open, permission: Permission) -> None:
+    def _on_reused(self, permission: Permission) -> None:
         """One id asked by two sessions: neither may get the other's decision, so both lose."""
         self.log(f"permission id {permission.id} reused by another session: rejected")
         self._poisoned.add(permission.id)
         self._withdraw(permission.id, "its permission id was reused by another session")
-        await self._send(permission, Reply("reject", "This permission id was reused."))
+        self._spawn(self._send(permission, Reply("reject", "This permission id was reused.")))
 
-    async def _refuse_malformed(self, data: object, why: str) -> None:
+    def _refuse_malformed(self, data: object, why: str) -> None:
         self.log(f"a permission OpenCode sent could not be read: {why}")
         permission_id = data.get("id") if isinstance(data, dict) else None
         session_id = data.get("sessionID") if isinstance(data, dict) else None
@@ -463,7 +456,9 @@ class OpenCodeBridge:
                 patterns=(),
                 metadata={},
             )
-            await self._send(placeholder, Reply("reject", f"signoff could not read it: {why}"))
+            self._spawn(
+                self._send(placeholder, Reply("reject", f"signoff could not read it: {why}"))
+            )
 
     def _withdraw(self, permission_id: str, why: str) -> None:
         """Stop waiting on a permission OpenCode no longer asks, and cancel its request."""
@@ -472,9 +467,13 @@ class OpenCodeBridge:
             return
         if entry.task is not None:
             entry.task.cancel()
-        cleanup = asyncio.create_task(self._cancel_request(entry, why))
-        self._cleanups.add(cleanup)
-        cleanup.add_done_callback(self._cleanups.discard)
+        self._spawn(self._cancel_request(entry, why))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` beside the event stream (kept until done, awaited on stop)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _cancel_request(self, entry: _Open, why: str) -> None:
         if entry.task is not None:
