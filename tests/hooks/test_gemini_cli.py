@@ -121,7 +121,7 @@ def _script(project: Path) -> str:
 
 @dataclass
 class Project:
-    """A workspace Gemini runs in, with its own home and signoff config dirs."""
+    """A workspace Gemini runs in, with its own home (where signoff's hook settings go)."""
 
     root: Path
     directory: Path
@@ -145,7 +145,6 @@ def _project(root: Path) -> Project:
     env = {
         **os.environ,
         "HOME": str(root / "home"),
-        "XDG_CONFIG_HOME": str(root / "config"),
         "GEMINI_API_KEY": "fake",
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
         "GEMINI_TELEMETRY_ENABLED": "true",
@@ -153,7 +152,9 @@ def _project(root: Path) -> Project:
         "GEMINI_TELEMETRY_OUTFILE": str(root / "telemetry.log"),
         "GEMINI_TELEMETRY_LOG_PROMPTS": "true",
     }
-    for name in ("SIGNOFF_URL", "SIGNOFF_TOKEN", "SIGNOFF_DB"):
+    # signoff's hook settings go to $HOME/.config: Gemini passes hooks no other variable
+    # when it runs in GitHub Actions (GITHUB_SHA set), not even XDG_CONFIG_HOME
+    for name in ("XDG_CONFIG_HOME", "SIGNOFF_URL", "SIGNOFF_TOKEN", "SIGNOFF_DB"):
         env.pop(name, None)
     return Project(root, directory, env)
 
