@@ -2,12 +2,13 @@
 
 Gemini runs its scripted model (``--fake-responses``): the model writes a file, then runs a
 shell command that appends a line to a log, then says it is done. Each call goes through the
-``BeforeTool`` hook installed in the project's ``.gemini/settings.json``; a person decides
-through the HTTP API while Gemini waits. What the model is sent next is read from Gemini's own
-telemetry (prompts logged to a local file), so a rejection's reason is checked where it lands.
+``BeforeTool`` hook that ``signoff hook install gemini --project`` wrote into the project's
+``.gemini/settings.json``; a person decides through the HTTP API while Gemini waits. What the
+model is sent next is read from Gemini's own telemetry (prompts logged to a local file), so a
+rejection's reason is checked where it lands.
 
 The npm package is installed once into ``.cache/npm-gemini`` (ignored by git). Without node
-and npm the module is skipped, except in CI (``CI=true``), where it fails.
+20+ and npm the module is skipped, except in CI (``CI=true``), where it fails.
 """
 
 from __future__ import annotations
