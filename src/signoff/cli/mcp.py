@@ -27,11 +27,16 @@ from signoff.cli.context import DbOption, err_console, fail, local_principal, op
 from signoff.domain.policies import Policy, PolicyFile
 from signoff.domain.principals import DECIDER_ROLES, Principal
 from signoff.errors import PolicyError
+from signoff.integrations.hooks.contracts import DEFAULT_WAIT
 
 if TYPE_CHECKING:
     from mcp.server import Server
 
 __all__ = ["mcp_proxy", "mcp_server", "register"]
+
+DEFAULT_PERMISSION_WAIT = DEFAULT_WAIT["claude-code"]
+"""How long ``approval_prompt`` waits for a person by default (as ``signoff hook``)."""
+MAX_PERMISSION_WAIT = 86_400.0
 
 HoldOption = Annotated[
     float,
@@ -257,6 +262,25 @@ def mcp_server(
             help="Seconds a question stays open for a person when the model does not say.",
         ),
     ] = 3600.0,
+    permission_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--permission-prompt",
+            help="Also serve approval_prompt, for claude -p --permission-prompt-tool "
+            "mcp__signoff__approval_prompt: Claude Code's permission prompts wait for a "
+            "person in signoff (allow, deny with the reason, or edited input).",
+        ),
+    ] = False,
+    permission_wait: Annotated[
+        float,
+        typer.Option(
+            "--permission-wait",
+            min=1,
+            max=MAX_PERMISSION_WAIT,
+            help="With --permission-prompt: seconds a permission prompt waits for a person "
+            "before it denies (and withdraws the request).",
+        ),
+    ] = DEFAULT_PERMISSION_WAIT,
     session: SessionOption = None,
     http: HttpOption = False,
     host: HostOption = "127.0.0.1",
@@ -281,6 +305,7 @@ def mcp_server(
                     session_id=_session(session, "mcp"),
                     hold=hold,
                     default_timeout_s=timeout,
+                    permission_wait=permission_wait if permission_prompt else None,
                 )
             except ValueError as exc:
                 fail(str(exc))

@@ -10,6 +10,12 @@
   (finish), answers with feedback (continue with their answers) or rejects (stop).
 - ``signoff_await(request_id)`` waits again for a request that is still open.
 
+With ``permission_wait`` (``signoff mcp-server --permission-prompt``) it also serves
+``approval_prompt``, the tool ``claude -p --permission-prompt-tool mcp__signoff__approval_prompt``
+asks before a call its rules would prompt for (see
+:mod:`signoff.integrations.hooks.permission_prompt`): it files the call, waits up to
+``permission_wait`` seconds and answers allow (with the input to run) or deny.
+
 Each call is held for at most ``hold`` seconds; a request nobody has answered by then stays
 open in the inbox (until its ``timeout_s`` runs out) and the call returns its id and how
 to wait again with ``signoff_await``.
@@ -17,6 +23,7 @@ to wait again with ``signoff_await``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,6 +49,7 @@ from signoff.backends import Backend
 from signoff.domain.requests import ChoiceRequest, QuestionsRequest, Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import CallerError
+from signoff.integrations.hooks.permission_prompt import PROMPT_TOOL, answer_prompt
 from signoff.integrations.outcomes import choice_result, questions_result
 from signoff.service import validation_message
 
@@ -66,6 +74,7 @@ class SignoffMcpServer:
         session_id: str,
         hold: float = HOLD_SECONDS,
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        permission_wait: float | None = None,
     ) -> None:
         self.backend = backend
         self.session_id = session_id
@@ -73,6 +82,10 @@ class SignoffMcpServer:
         if not 0 < default_timeout_s <= MAX_EXPIRES_IN:
             raise ValueError(f"the timeout must be above 0 and at most {MAX_EXPIRES_IN:.0f} s")
         self.default_timeout_s = default_timeout_s
+        if permission_wait is not None and permission_wait <= 0:
+            raise ValueError("the permission prompt's wait must be above 0 s")
+        self.permission_wait = permission_wait
+        """Seconds ``approval_prompt`` waits for a decision; None: the tool is not offered."""
 
     def server(self) -> Server[Any]:
         """The lowlevel MCP server to serve."""
@@ -91,12 +104,21 @@ class SignoffMcpServer:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[_ask_tool(), _input_tool(), await_tool()])
+        tools = [_ask_tool(), _input_tool(), await_tool()]
+        if self.permission_wait is not None:
+            tools.append(_prompt_tool())
+        return types.ListToolsResult(tools=tools)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         args: dict[str, Any] = dict(params.arguments or {})
+        if params.name == PROMPT_TOOL and self.permission_wait is not None:
+            # never an error result: Claude Code reads only the JSON text, allow or deny
+            answer = await answer_prompt(
+                self.backend, args, session_id=self.session_id, wait=self.permission_wait
+            )
+            return text_result(json.dumps(answer, ensure_ascii=False))
         try:
             if params.name == ASK_TOOL:
                 fields = self._choice_fields(args)
@@ -199,6 +221,28 @@ def _ask_tool() -> types.Tool:
             },
             "required": ["prompt", "options"],
             "additionalProperties": False,
+        },
+    )
+
+
+def _prompt_tool() -> types.Tool:
+    return types.Tool(
+        name=PROMPT_TOOL,
+        title="Claude Code's permission prompt",
+        description=(
+            "Claude Code calls this itself (claude -p --permission-prompt-tool "
+            "mcp__signoff__approval_prompt) before a tool call its permission rules would ask "
+            "about; a person decides in signoff. Do not call it yourself. The result is JSON: "
+            '{"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": ...}.'
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "tool_name": {"type": "string", "description": "The tool about to be called."},
+                "input": {"type": "object", "description": "Its input."},
+                "tool_use_id": {"type": "string", "description": "Claude Code's id for the call."},
+            },
+            "required": ["tool_name", "input"],
         },
     )
 

@@ -23,6 +23,7 @@ from signoff.preview_root import PreviewRoot
 from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
+from signoff.server.hooks import FailClosedHooks, hooks_router
 from signoff.server.limits import BodyLimit, NoNulInUrl
 from signoff.server.links import links_from
 from signoff.server.shutdown import Shutdown
@@ -481,7 +482,9 @@ def create_app(
     app.state.trust_forwarded_proto = trust_forwarded_proto
     app.include_router(web_router())
     app.mount("/static", static_files(), name="static")
+    app.include_router(hooks_router())
     app.add_middleware(BodyLimit, max_body=max_body, body_timeout=body_timeout)
     app.add_middleware(NoNulInUrl)
+    app.add_middleware(FailClosedHooks)  # outside every refusal: a hook's is a 200 deny
     app.add_middleware(SecurityHeaders)
     return app
