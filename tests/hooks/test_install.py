@@ -361,6 +361,20 @@ def test_user_install_honours_home_and_codex_home(place: tuple[Path, Path]) -> N
     assert f"also in {home / '.gemini' / 'settings.json'}" in done.stderr  # asked twice
 
 
+def test_codex_project_install_warns_when_the_users_config_turns_hooks_off(
+    place: tuple[Path, Path],
+) -> None:
+    """The user's ``[features] codex_hooks = false`` switches project hooks off too: said."""
+    project, home = place
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("[features]\ncodex_hooks = false\n")
+    done = run_cli("hook", "install", "codex", cwd=project, home=home)
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {config} has [features] codex_hooks = false" in done.stderr
+    assert config.read_text() == "[features]\ncodex_hooks = false\n"
+
+
 def test_print_shows_the_snippet_and_writes_nothing(place: tuple[Path, Path]) -> None:
     """--print: the JSON to add on stdout, the file on stderr; no file, no credentials."""
     project, home = place

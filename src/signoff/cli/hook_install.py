@@ -19,6 +19,7 @@ import typer
 
 from signoff.cli.backend import ServerOption, TokenOption
 from signoff.cli.context import console, err_console, fail
+from signoff.config import default_db_url
 from signoff.errors import AgentSettingsError, SignoffError
 from signoff.integrations.hooks.contracts import AGENT_LABELS, AGENTS, AgentName
 from signoff.integrations.hooks.credentials import (
@@ -32,6 +33,7 @@ from signoff.integrations.hooks.install import (
     WAIT_MARGIN,
     HookSpec,
     Scope,
+    codex_hooks_off,
     holds_hook,
     hook_spec,
     install,
@@ -99,7 +101,12 @@ def _where_requests_go(credentials: HookSettings | None, db: str | None) -> str:
         return f"warning: {exc.message}; the hook will deny every call until it is fixed"
     if saved is not None:
         return f"the hook files requests with {saved.server} (saved in {hook_settings_file()})"
-    return "the hook files requests in the local database (SIGNOFF_DB or the default)"
+    if os.environ.get("SIGNOFF_DB"):
+        return (
+            "the hook files requests in the database SIGNOFF_DB names in the agent's "
+            "environment; give --db to write this one into the hook"
+        )
+    return f"the hook files requests in the local database {default_db_url()}"
 
 
 def _settings_file(agent: AgentName, scope: Scope) -> Path:
@@ -111,6 +118,13 @@ def _settings_file(agent: AgentName, scope: Scope) -> Path:
         home=Path.home(),
         codex_home=Path(codex_home) if codex_home else None,
     )
+
+
+def _user_codex_config_off(scope: Scope) -> list[str]:
+    """A project install of Codex is off too when the user's config.toml turns hooks off."""
+    if scope == "user":
+        return []
+    return codex_hooks_off(_settings_file("codex", "user").parent / "config.toml")
 
 
 def _also_elsewhere(agent: AgentName, scope: Scope) -> list[str]:
@@ -218,7 +232,10 @@ def install_hook(
             soft_wrap=True,
         )
     console.print(_where_requests_go(credentials, db), markup=False, soft_wrap=True)
-    for warning in [*warnings_for(name, current or {}, path), *_also_elsewhere(name, scope)]:
+    warnings = [*warnings_for(name, current or {}, path), *_also_elsewhere(name, scope)]
+    if name == "codex":
+        warnings += _user_codex_config_off(scope)
+    for warning in warnings:
         err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
     if done.changed:
         for note in notes_for(name, scope):

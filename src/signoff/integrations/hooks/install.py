@@ -72,6 +72,7 @@ __all__ = [
     "HookSpec",
     "Installed",
     "Scope",
+    "codex_hooks_off",
     "holds_hook",
     "hook_command",
     "hook_spec",
@@ -383,7 +384,7 @@ def _disabled(agent: AgentName, settings: Settings) -> str | None:
     return None
 
 
-def _codex_features_off(config: Path) -> list[str]:
+def codex_hooks_off(config: Path) -> list[str]:
     """``[features] hooks = false`` (or ``codex_hooks``) in Codex's ``config.toml``."""
     try:
         features = tomllib.loads(config.read_text(encoding="utf-8")).get("features")
@@ -405,7 +406,7 @@ def warnings_for(agent: AgentName, settings: Settings, path: Path) -> list[str]:
     off = _disabled(agent, settings)
     found = [] if off is None else [f"{path} has {off}: the agent will not run signoff's hook"]
     if agent == "codex":
-        found += _codex_features_off(path.parent / "config.toml")
+        found += codex_hooks_off(path.parent / "config.toml")
     return found
 
 
