@@ -239,3 +239,19 @@ def test_no_always_answers_once_for_a_grant() -> None:
     request = _approved(grant_id="grt_1", args={"patterns": ["ls"]})
     assert reply_for(request).reply == "always"
     assert reply_for(request, use_always=False).reply == "once"
+
+
+async def test_a_token_signoff_refuses_stops_the_bridge(
+    shared: tuple[Server, str], standin: OpenCodeStandIn
+) -> None:
+    """A wrong signoff token ends the bridge at start instead of rejecting every call."""
+    server, _ = shared
+    env = {**server.env, "SIGNOFF_TOKEN": "so_not_a_token", "OPENCODE_SERVER_PASSWORD": "hunter2"}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode not in (0, None)
+    assert "signoff refused the token" in done.stderr and "Traceback" not in done.stderr
+    assert not standin.followed.is_set()

@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from typing import Annotated
+from collections.abc import Coroutine
+from typing import Annotated, Any
 
 import typer
 
+from signoff.backends import Backend
 from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import DbOption, err_console, fail, run
 from signoff.cli.safe_text import visible
 from signoff.domain.principals import Principal
+from signoff.errors import NotAllowed, StoreUnavailable, Unauthenticated
+from signoff.store.base import RequestQuery
 
 __all__ = ["opencode", "register"]
 
@@ -102,6 +106,7 @@ def opencode(
         api = OpenCodeApi(url, username=username, password=password, directory=directory)
         try:
             async with open_backend(db, server, token, principal=principal, follow=True) as back:
+                await _check_signoff(back)
                 bridge = OpenCodeBridge(api, back, wait=timeout, use_always=use_always, log=_say)
                 await _until_stopped(bridge.run())
         except OpenCodeError as exc:
@@ -112,9 +117,19 @@ def opencode(
     run(go)
 
 
-async def _until_stopped(work: object) -> None:
+async def _check_signoff(backend: Backend) -> None:
+    """Stop at once on a token signoff refuses; only warn while signoff cannot be reached
+    (each permission asked meanwhile is rejected, saying so)."""
+    try:
+        await backend.list_requests(RequestQuery(limit=1))
+    except (Unauthenticated, NotAllowed) as exc:
+        fail(f"signoff refused the token: {exc.message}")
+    except StoreUnavailable as exc:
+        _say(f"warning: {exc.message}; permissions are rejected until signoff is back")
+
+
+async def _until_stopped(work: Coroutine[Any, Any, None]) -> None:
     """Run ``work`` until it ends or SIGINT / SIGTERM arrives, then stop it cleanly."""
-    assert asyncio.iscoroutine(work)
     task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
