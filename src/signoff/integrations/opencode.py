@@ -32,9 +32,10 @@ server API, November 2026: ``packages/opencode/src/permission/index.ts``,
   ``OPENCODE_SERVER_USERNAME`` says otherwise.
 - OpenCode itself never times a permission out: it waits until it is answered.
 - An ``always`` adds the permission's ``always`` patterns to the project's allow rules
-  (every session of that OpenCode instance, until it restarts), and OpenCode no longer asks
-  for what they cover: the edit tool's ``always`` is ``["*"]``, every later edit; bash's
-  is the command's prefix (``git push *``). signoff cannot take that back, so revoking the
+  (every session of that OpenCode instance, at least until it restarts: the rules are
+  loaded from the project's database at start), and OpenCode no longer asks for what they
+  cover: the edit tool's ``always`` is ``["*"]``, every later edit; bash's is a prefix of
+  the command (e.g. ``git push *``). signoff cannot take that back, so revoking the
   grant in signoff does not stop OpenCode; ``use_always=False`` (``--no-always``) answers
   ``once`` instead and keeps every call coming back to signoff, where the grant decides.
 
@@ -45,7 +46,9 @@ tool call id the permission id (so a reconnect files nothing twice), context ``{
 "opencode", url, title, always, call_id}``. Approved: ``once``; approved by a standing
 grant, or by a person for the session or always: ``always`` (unless ``use_always`` is off).
 Rejected, answered, expired, canceled, or any failure to reach signoff: ``reject`` with the
-reason. Stopping the bridge leaves both sides pending; started again, it picks them up.
+reason (a person's reject with no reason: ``reject`` alone, and OpenCode stops the session,
+as its own "Reject" does). Stopping the bridge leaves both sides pending; started again,
+it picks them up.
 """
 
 from __future__ import annotations
