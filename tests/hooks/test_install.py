@@ -206,7 +206,7 @@ def test_each_agent_gets_its_own_matcher_timeout_and_fail_closed_switch() -> Non
     handlers = [h for event in EVENTS["cursor"] for h in cursor[event]]
     assert all(h["failClosed"] is True and h["timeout"] == 600 for h in handlers)
     for agent in AGENTS:
-        assert "--timeout 590 " in spec_for(agent).command  # signoff gives up first
+        assert "--timeout 570 " in spec_for(agent).command  # signoff gives up first
 
 
 @pytest.mark.parametrize(

@@ -176,7 +176,8 @@ def install_hook(
         int,
         typer.Option(
             help=f"Seconds the agent lets the hook run ({MIN_TIMEOUT} to {MAX_TIMEOUT}); signoff "
-            f"stops waiting for a person {WAIT_MARGIN} s before that and denies.",
+            f"stops waiting for a person {WAIT_MARGIN} s (a twentieth, past 200 s) before that and "
+            "denies.",
         ),
     ] = DEFAULT_HOOK_TIMEOUT,
     server: ServerOption = None,

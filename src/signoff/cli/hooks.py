@@ -9,6 +9,7 @@ errors in a hook command line fail closed the same way (see :func:`run_fail_clos
 # Typer must see its option objects, not strings naming the loop's variables
 import asyncio
 import json
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -74,6 +75,19 @@ def _connector(db: str | None, server: str | None, token: str | None, agent_name
     return connect
 
 
+def _process_age() -> float:
+    """Seconds since this process started (0 where /proc cannot say): the agent's timeout
+    runs from the hook's start, and a loaded machine can take seconds to import signoff."""
+    try:
+        with open("/proc/self/stat", "rb") as stat, open("/proc/uptime", "rb") as uptime:
+            # the fields after the command name (which may hold spaces) start at state
+            fields = stat.read().rsplit(b")", 1)[1].split()
+            started = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+            return max(0.0, float(uptime.read().split()[0]) - started)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _event_name(raw: bytes) -> str | None:
     try:
         data = json.loads(raw)
@@ -132,7 +146,8 @@ def _command(agent: AgentName) -> None:
     ) -> None:
         raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         connect = _connector(db, server, token, agent_name)
-        result = asyncio.run(_answer_until_stopped(agent, raw, connect, timeout))
+        wait = max(0.0, timeout - _process_age())
+        result = asyncio.run(_answer_until_stopped(agent, raw, connect, wait))
         raise typer.Exit(_emit(result))
 
     hook.__doc__ = (

@@ -97,13 +97,14 @@ async def _withdraw(backend: Backend, request_id: str) -> Request | None:
 
 
 async def gate(backend: Backend, call: HookCall, *, wait: float) -> Verdict:
-    """File ``call``, wait up to ``wait`` seconds for its decision, and say what to answer.
+    """File ``call``, wait up to ``wait`` seconds (filing included) for its decision, and
+    say what to answer.
 
     A request still pending at the end (or when the hook is cancelled, e.g. on SIGTERM) is
     withdrawn; a decision that lands in between stands.
     """
-    request = (await backend.submit(_request_body(call, wait))).request
     deadline = time.monotonic() + wait
+    request = (await backend.submit(_request_body(call, wait))).request
     try:
         while request.status == "pending":
             left = deadline - time.monotonic()

@@ -82,6 +82,7 @@ __all__ = [
     "read_settings",
     "settings_file",
     "snippet",
+    "wait_for",
     "warnings_for",
 ]
 
@@ -92,8 +93,17 @@ DEFAULT_HOOK_TIMEOUT = 600
 """The hook timeout install asks each agent for, in seconds: time for a person to decide."""
 
 WAIT_MARGIN = 10
-"""Seconds between signoff giving up on a person and the agent giving up on the hook, so
-the hook answers (deny, request canceled) instead of being killed mid-wait."""
+"""The fewest seconds between signoff giving up on a person and the agent giving up on the
+hook, so the hook answers (deny, request canceled) instead of being killed mid-wait."""
+
+
+def wait_for(timeout: int) -> int:
+    """How long the hook waits for a person when the agent allows it ``timeout`` seconds:
+    ``WAIT_MARGIN`` less, or a twentieth less for long timeouts (30 s of 600), since a loaded
+    machine can take seconds to start the hook and answer; an agent that kills its hook lets
+    the call run (Gemini, Cursor without failClosed, Claude Code before onFailure)."""
+    return timeout - max(WAIT_MARGIN, timeout // 20)
+
 
 BACKUP_SUFFIX = ".signoff-backup"
 """Appended to a settings file's name for the copy kept before install changes it."""
@@ -231,7 +241,7 @@ def hook_spec(
     """The hook for ``agent``: the agent waits ``timeout`` s, signoff ``WAIT_MARGIN`` less."""
     if timeout <= WAIT_MARGIN:
         raise ValueError(f"timeout must be more than {WAIT_MARGIN} seconds")
-    command = hook_command(agent, executable=executable, wait=timeout - WAIT_MARGIN, db=db)
+    command = hook_command(agent, executable=executable, wait=wait_for(timeout), db=db)
     return HookSpec(agent=agent, command=command, timeout=timeout)
 
 
