@@ -168,7 +168,7 @@ hook_app.command("install")(install_hook)
 
 def register(app: typer.Typer) -> None:
     """Add the ``hook`` group."""
-    app.add_typer(hook_app)
+    app.add_typer(hook_app, name="hook")
 
 
 def run_fail_closed(app: typer.Typer, agent: AgentName) -> int:
