@@ -350,6 +350,21 @@ def test_a_usage_error_in_the_hook_command_denies(server: Server, agent: str, ad
     assert _count(server, admin) == before
 
 
+@pytest.mark.parametrize("name", ["claude_code", "gemini-cli", "Cursor"])
+def test_a_mistyped_agent_name_blocks(name: str, server: Server, agent: str, admin: str) -> None:
+    """``signoff hook claude_code`` has no agent to answer for, so no JSON to print, but it
+    exits 2, which every agent reads as "block" (a usage error's 64 would let the call run)."""
+    before = _count(server, admin)
+    done = subprocess.run(
+        hook_command(name, server, agent),
+        input=json.dumps(claude_call("typo", "Bash", {"command": "ls"})),
+        capture_output=True, text=True, env=server.env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert "No such command" in done.stderr and "Traceback" not in done.stderr
+    assert _count(server, admin) == before
+
+
 def test_sigterm_to_a_waiting_hook_denies_and_withdraws_the_request(
     server: Server, agent: str, admin: str
 ) -> None:

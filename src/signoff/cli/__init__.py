@@ -7,6 +7,9 @@ import sys
 __all__ = ["main"]
 
 EXIT_USAGE = 64
+EXIT_HOOK_BLOCKED = 2
+"""A usage error under ``signoff hook`` (e.g. a mistyped agent name in an agent's settings):
+the code every coding agent reads as "block", where 64 would be a warning that runs the tool."""
 
 
 def main() -> None:
@@ -26,7 +29,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except UsageError as exc:
         exc.show()
-        sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_HOOK_BLOCKED if sys.argv[1:2] == ["hook"] else EXIT_USAGE)
     except ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
