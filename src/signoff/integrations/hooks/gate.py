@@ -23,6 +23,7 @@ from pydantic import JsonValue
 
 from signoff.backends import Backend
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.text import refuse_unstorable
 from signoff.errors import InvalidTransition, SignoffError
 from signoff.integrations.hooks.contracts import (
     AGENT_LABELS,
@@ -119,7 +120,14 @@ async def gate(backend: Backend, call: HookCall, *, wait: float) -> Verdict:
     return verdict_for(call, request)
 
 
+MAX_REASON = 1_000
+"""A failure's reason is cut to this many characters (a validator's path into deeply nested
+hostile input can run to kilobytes)."""
+
+
 def _failure(reason: str) -> Verdict:
+    if len(reason) > MAX_REASON:
+        reason = reason[: MAX_REASON - 1] + "…"
     return Verdict(allow=False, reason=reason, failure=True)
 
 
@@ -136,6 +144,10 @@ async def answer(agent: AgentName, raw: bytes | str, connect: Connect, *, wait: 
             raise HookInputError("the hook input is not JSON") from None
         if isinstance(data, dict) and isinstance(data.get("hook_event_name"), str):
             event = data["hook_event_name"]
+        try:
+            refuse_unstorable(data)
+        except ValueError as exc:
+            raise HookInputError(str(exc)) from None
         call = parse_call(agent, data)
         async with connect(call) as backend:
             verdict = await gate(backend, call, wait=wait)
