@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from signoff.domain.previews import FilePreview, Unreadable, file_edit_preview, origin_label
+import pytest
+
+from signoff.domain.previews import (
+    FilePreview,
+    FileReader,
+    Unreadable,
+    file_edit_preview,
+    origin_label,
+)
 from signoff.service import read_text_file
 
 
@@ -120,3 +128,124 @@ def test_a_preview_stored_before_old_source_reads_as_read_from_the_file() -> Non
     """Requests stored before the field existed load with old_source "file"."""
     stored = {"path": "x", "old": "a", "new": "b", "diff": "", "exists": True, "note": None}
     assert FilePreview.model_validate(stored).old_source == "file"
+
+
+def _text(text: str) -> FileReader:
+    """A reader that finds ``text`` at every path."""
+    return lambda _: text
+
+
+def test_claude_code_multiedit_applies_its_edits_in_order_to_the_file() -> None:
+    """MultiEdit: each edit applies to the text the edits before it left; replace_all too."""
+    args = {
+        "file_path": "/w/app.py",
+        "edits": [
+            {"old_string": "a = 1", "new_string": "a = 2"},
+            {"old_string": "a = 2\nb", "new_string": "a = 3\nb"},
+            {"old_string": "x", "new_string": "y", "replace_all": True},
+        ],
+    }
+    preview = file_edit_preview(args, _text("a = 1\nb = x + x\n"))
+    assert preview is not None and preview.old_source == "file" and preview.note is None
+    assert preview.new == "a = 3\nb = y + y\n"
+    assert "-a = 1" in preview.diff and "+a = 3" in preview.diff
+
+
+def test_a_multiedit_whose_later_edit_misses_changes_nothing_and_says_which() -> None:
+    """One missing old string stops the whole MultiEdit (Claude Code applies all or none)."""
+    args = {
+        "file_path": "/w/app.py",
+        "edits": [
+            {"old_string": "one", "new_string": "ONE"},
+            {"old_string": "three", "new_string": "THREE"},
+        ],
+    }
+    preview = file_edit_preview(args, _text("one\ntwo\n"))
+    assert preview is not None and preview.new == preview.old == "one\ntwo\n"
+    assert preview.diff == ""
+    assert preview.note is not None and "edit 2's old string was not found" in preview.note
+
+
+def test_without_a_reader_a_multiedit_shows_each_edit_as_the_agent_sent_it() -> None:
+    """No reader: one hunk per edit, from the agent's old string to its new, marked so."""
+    args = {
+        "file_path": "/etc/passwd",
+        "edits": [
+            {"old_string": "root:x", "new_string": "root:y"},
+            {"old_string": "daemon", "new_string": "demon", "replace_all": True},
+        ],
+    }
+    preview = file_edit_preview(args, None)
+    assert preview is not None and preview.old_source == "agent" and preview.exists is None
+    assert preview.diff.splitlines() == [
+        "--- a/etc/passwd",
+        "+++ b/etc/passwd",
+        "@@ -1 +1 @@",
+        "-root:x",
+        "+root:y",
+        "@@ -1 +1 @@",
+        "-daemon",
+        "+demon",
+    ]
+    assert preview.note is not None and "what the agent sent" in preview.note
+    assert "2 edits" in preview.note and "edits 2 replace every occurrence" in preview.note
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        [],
+        [{"old_string": "a"}],
+        [{"old_string": "a", "new_string": "b"}, "not an edit"],
+        "not a list",
+    ],
+)
+def test_a_malformed_edits_list_gets_no_preview(edits: object) -> None:
+    """An edits list that is empty or holds anything but old/new pairs: no preview."""
+    assert file_edit_preview({"file_path": "/w/a", "edits": edits}, _text("a")) is None
+
+
+def test_claude_code_edit_replace_all_replaces_every_occurrence() -> None:
+    """Edit with replace_all: every occurrence changes, not only the first."""
+    args = {"file_path": "/w/a", "old_string": "x", "new_string": "y", "replace_all": True}
+    preview = file_edit_preview(args, _text("x x\nx\n"))
+    assert preview is not None and preview.new == "y y\ny\n" and preview.note is None
+
+
+def test_an_edit_whose_old_string_is_not_unique_says_the_tool_may_refuse_it() -> None:
+    """Without replace_all, a repeated old string: the first is shown replaced, with a note."""
+    args = {"file_path": "/w/a", "old_string": "x", "new_string": "y"}
+    preview = file_edit_preview(args, _text("x x\n"))
+    assert preview is not None and preview.new == "y x\n"
+    assert preview.note is not None and "occurs 2 times" in preview.note
+
+
+def test_gemini_replace_with_allow_multiple_replaces_every_occurrence() -> None:
+    """Gemini CLI 0.61 replace (file_path, instruction, old/new, allow_multiple)."""
+    args = {
+        "file_path": "/w/a",
+        "instruction": "rename",
+        "old_string": "foo",
+        "new_string": "bar",
+        "allow_multiple": True,
+    }
+    preview = file_edit_preview(args, _text("foo(foo)\n"))
+    assert preview is not None and preview.new == "bar(bar)\n"
+
+
+@pytest.mark.parametrize(("expected", "new"), [(2, "b b\n"), (1, "b a\n"), (True, "b a\n")])
+def test_gemini_expected_replacements_above_one_replaces_every_occurrence(
+    expected: object, new: str
+) -> None:
+    """Older Gemini CLI replace: expected_replacements > 1 replaces all (a bool is no count)."""
+    args = {"file_path": "/w/a", "old_string": "a", "new_string": "b"}
+    preview = file_edit_preview({**args, "expected_replacements": expected}, _text("a a\n"))
+    assert preview is not None and preview.new == new
+
+
+def test_an_empty_old_string_on_a_missing_file_creates_it() -> None:
+    """Edit / replace with old_string "" on a file that does not exist writes new_string."""
+    args = {"file_path": "/w/new.txt", "old_string": "", "new_string": "hello\n"}
+    preview = file_edit_preview(args, lambda _: None)
+    assert preview is not None and preview.exists is False and preview.new == "hello\n"
+    assert "+hello" in preview.diff and preview.note is None
