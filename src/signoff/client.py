@@ -20,7 +20,7 @@ from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
-from signoff.domain.principals import Principal, TokenRecord
+from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.submission import NewRequest
 from signoff.domain.webhooks import Delivery, Webhook
@@ -290,7 +290,7 @@ class _Ops:
         )
 
     @staticmethod
-    def create_token(name: str, role: str) -> _Op[tuple[str, TokenRecord]]:
+    def create_token(name: str, role: Role) -> _Op[tuple[str, TokenRecord]]:
         def parse(r: httpx.Response) -> tuple[str, TokenRecord]:
             body = r.json()
             token = body.pop("token")
@@ -514,7 +514,7 @@ class AsyncClient:
         """Who this client's token belongs to."""
         return await self._run(_Ops.me())
 
-    async def create_token(self, name: str, role: str) -> tuple[str, TokenRecord]:
+    async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]:
         """Create a token (admins); returns it once with its record."""
         return await self._run(_Ops.create_token(name, role))
 
@@ -727,7 +727,7 @@ class Client:
         """Who this client's token belongs to."""
         return self._run(_Ops.me())
 
-    def create_token(self, name: str, role: str) -> tuple[str, TokenRecord]:
+    def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]:
         """Create a token (admins); returns it once with its record."""
         return self._run(_Ops.create_token(name, role))
 
