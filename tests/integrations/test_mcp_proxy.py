@@ -37,6 +37,12 @@ CHILD = Path(__file__).with_name("mcp_child.py")
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
+def _readme_proxy_config() -> str:
+    """The README's ``mcpServers`` block that wraps the filesystem server in the proxy."""
+    blocks = [b.split("```", 1)[0] for b in README.split("```json\n")[1:]]
+    return next(b for b in blocks if '"filesystem"' in b and "mcp-proxy" in b)
+
+
 def calls(log: Path) -> list[dict[str, Any]]:
     """What the wrapped server ran, in order."""
     if not log.exists():
@@ -377,7 +383,7 @@ async def test_the_readmes_desktop_config_works_as_written(
     server: Server, api: httpx.AsyncClient, log: Path
 ) -> None:
     """The README's mcpServers block, pointed at this server and the test child, runs."""
-    config = json.loads(README.split("```json\n", 1)[1].split("```", 1)[0])
+    config = json.loads(_readme_proxy_config())
     entries = config["mcpServers"]
     assert set(entries) == {"filesystem", "ask-a-person"}
     admin = server.admin_token

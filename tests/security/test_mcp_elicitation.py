@@ -32,6 +32,14 @@ from tests.serving import Server, agent_token, bearer
 
 CHILD = Path(__file__).resolve().parents[1] / "integrations" / "mcp_child.py"
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+def _readme_proxy_config() -> str:
+    """The README's ``mcpServers`` block that wraps the filesystem server in the proxy."""
+    blocks = [b.split("```", 1)[0] for b in README.split("```json\n")[1:]]
+    return next(b for b in blocks if '"filesystem"' in b and "mcp-proxy" in b)
+
+
 HOST = "sneaky-host-app"
 
 
@@ -162,7 +170,7 @@ async def test_the_readmes_desktop_config_gives_the_client_no_approval(
     server: Server, api: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     """The README's mcpServers proxy holds no approver token: the client is never asked."""
-    config: dict[str, Any] = json.loads(README.split("```json\n", 1)[1].split("```", 1)[0])
+    config: dict[str, Any] = json.loads(_readme_proxy_config())
     args: list[str] = config["mcpServers"]["filesystem"]["args"]
     assert "--approver-token" not in args
     log = tmp_path / "calls.jsonl"
