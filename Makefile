@@ -45,4 +45,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/pause_resume.py  # LangGraph interrupt() on SQLite and PostgreSQL
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
