@@ -5,6 +5,7 @@ decides; the agent gets the decision and carries on. ``import signoff`` never im
 agent framework.
 """
 
+from signoff.__version__ import __version__
 from signoff.bus.local import EventBus, LocalBus, Subscription
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import (
@@ -53,8 +54,6 @@ from signoff.service import BatchOutcome, Service, Submitted
 from signoff.store.base import Page, RequestQuery, Store
 from signoff.store.memory import MemoryStore
 from signoff.store.sqlite import SQLiteStore
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:

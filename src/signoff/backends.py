@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
 
@@ -22,7 +22,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request
 from signoff.domain.submission import NewRequest
-from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook, WebhookFormat
+from signoff.domain.webhooks import Delivery, Webhook
 from signoff.errors import InvalidRequest
 from signoff.eventstream import follow_events
 from signoff.service import BatchOutcome, Service, Submitted
@@ -187,41 +187,25 @@ class LocalBackend:
     async def add_webhook(
         self, url: str, *, secret: str | None = None, fmt: str = "json"
     ) -> Webhook:
-        """Add a webhook endpoint."""
-        if fmt not in ("json", "slack"):
-            raise InvalidRequest("a webhook format is json or slack")
-        from signoff import webhooks  # sending needs httpx (the server extra)
-
-        return await webhooks.add_webhook(
-            self.service,
-            self.principal,
-            url,
-            secret=secret,
-            fmt=cast(WebhookFormat, fmt),
-        )
+        """Add a webhook endpoint (admins); in process, its URL must name a public address."""
+        return await self.service.add_webhook(url, self.principal, secret=secret, fmt=fmt)
 
     async def list_webhooks(self) -> list[Webhook]:
-        """Webhook endpoints."""
-        return await self.service.store.list_webhooks()
+        """Webhook endpoints (admins)."""
+        return await self.service.list_webhooks(self.principal)
 
     async def remove_webhook(self, webhook_id: str) -> Webhook:
-        """Stop sending to an endpoint."""
-        from signoff import webhooks  # sending needs httpx (the server extra)
-
-        return await webhooks.remove_webhook(self.service, self.principal, webhook_id)
+        """Stop sending to an endpoint (admins)."""
+        return await self.service.remove_webhook(webhook_id, self.principal)
 
     async def list_deliveries(
         self, *, status: str | None = None, limit: int = 100
     ) -> list[Delivery]:
-        """The delivery log, newest first."""
-        if status not in (None, "pending", "delivered", "failed"):
-            raise InvalidRequest("a delivery status is pending, delivered or failed")
-        return await self.service.store.list_deliveries(
-            status=cast(DeliveryStatus | None, status), limit=limit
-        )
+        """The delivery log, newest first (admins)."""
+        return await self.service.list_deliveries(self.principal, status=status, limit=limit)
 
     async def redeliver(self, delivery_id: str) -> Delivery:
-        """Send one delivery again now."""
+        """Send one delivery again now (admins)."""
         from signoff import webhooks  # sending needs httpx (the server extra)
 
         return await webhooks.redeliver(self.service, self.principal, delivery_id)

@@ -19,11 +19,19 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── RequestTimeout          a request head or body that arrived too slowly
     │   ├── PolicyError             a tools.toml that cannot be read or understood
     │   └── AgentSettingsError      a coding agent's settings file signoff will not change
+    ├── StoreConflict               the store refused a write over what it already holds
+    │   ├── VersionConflict         the record changed since it was read
+    │   └── DuplicateRequest        the same request was already submitted
     └── RuntimeFailure              signoff itself could not do it
         ├── StoreUnavailable        the store cannot be reached or written
         ├── ServerBusy              the server holds as many connections as it may
         ├── ServerStopping          the server is shutting down; ask again once it is back
-        └── AuditChainBroken        the audit log fails verification
+        ├── AuditChainBroken        the audit log fails verification
+        └── UpstreamDown            the MCP server signoff wraps is not running
+
+A ``StoreConflict`` is the store's answer to the service, which turns it into what the
+caller sees (the existing request, or ``InvalidTransition``); it is in the tree so that
+everything a store raises on purpose is a ``SignoffError``.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ __all__ = [
     "ArgsMismatch",
     "AuditChainBroken",
     "CallerError",
+    "DuplicateRequest",
     "GrantNotFound",
     "InvalidDecision",
     "InvalidRequest",
@@ -46,10 +55,13 @@ __all__ = [
     "ServerBusy",
     "ServerStopping",
     "SignoffError",
+    "StoreConflict",
     "StoreUnavailable",
     "TaskNotFound",
     "TokenNotFound",
     "Unauthenticated",
+    "UpstreamDown",
+    "VersionConflict",
 ]
 
 
@@ -145,6 +157,26 @@ class AgentSettingsError(CallerError):
     """
 
 
+class StoreConflict(SignoffError):
+    """The store refused a write because of what it already holds; nothing was written."""
+
+
+class VersionConflict(StoreConflict):
+    """The request changed since it was read; the write was not applied."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} changed concurrently")
+        self.request_id = request_id
+
+
+class DuplicateRequest(StoreConflict):
+    """The same requester already has a request with this session and tool_call_id, or key."""
+
+    def __init__(self, existing_id: str) -> None:
+        super().__init__(f"request already submitted as {existing_id!r}")
+        self.existing_id = existing_id
+
+
 class RuntimeFailure(SignoffError):
     """signoff itself could not do what was asked; the caller's input may be fine."""
 
@@ -167,3 +199,7 @@ class AuditChainBroken(RuntimeFailure):
     def __init__(self, message: str, *, seq: int) -> None:
         super().__init__(message)
         self.seq = seq
+
+
+class UpstreamDown(RuntimeFailure):
+    """The wrapped MCP server is not running (it exited, or could not be started)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from signoff.domain.principals import (
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.sessions import SessionRecord, hash_session_id, new_session_id
 from signoff.domain.submission import NewRequest, build_request, rejected_record
+from signoff.domain.tasks import PendingCall, Task, TaskStatus, may_see_task, new_task_id
 from signoff.domain.terms import Terms, settle
 from signoff.domain.transitions import (
     DEFAULT_LEASE,
@@ -65,6 +67,13 @@ from signoff.domain.transitions import (
     refuse_claim,
     renew,
 )
+from signoff.domain.webhooks import (
+    Delivery,
+    DeliveryStatus,
+    Webhook,
+    WebhookFormat,
+    new_webhook_id,
+)
 from signoff.errors import (
     AuditChainBroken,
     CallerError,
@@ -77,12 +86,22 @@ from signoff.errors import (
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
+    TaskNotFound,
     TokenNotFound,
     Unauthenticated,
 )
 from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
+from signoff.webhook_targets import check_target
 
-__all__ = ["SYSTEM", "BatchOutcome", "Service", "Submitted", "read_text_file", "validation_message"]
+__all__ = [
+    "SYSTEM",
+    "BatchOutcome",
+    "Service",
+    "Submitted",
+    "read_text_file",
+    "service_for",
+    "validation_message",
+]
 
 logger = logging.getLogger("signoff.service")
 
@@ -669,6 +688,170 @@ class Service:
             raise Unauthenticated("unknown or revoked token")
         return record.principal
 
+    # -- tasks ---------------------------------------------------------------------------
+
+    async def create_task(
+        self,
+        *,
+        agent: str,
+        user: str,
+        prompt: str = "",
+        session_id: str | None = None,
+        status: TaskStatus = "Running",
+        messages: str = "[]",
+        pending: tuple[PendingCall, ...] = (),
+    ) -> Task:
+        """Store a new task: ``user``'s run of ``agent``, under a new unguessable id.
+
+        ``session_id`` (where its requests are filed) is the task's id unless given.
+        """
+        now = self.clock()
+        task_id = new_task_id()
+        task = Task(
+            id=task_id,
+            agent=agent,
+            session_id=session_id or task_id,
+            user=user,
+            status=status,
+            created_at=now,
+            updated_at=now,
+            prompt=prompt,
+            messages=messages,
+            pending=pending,
+        )
+        await self._commit_task(task, now)
+        return task
+
+    async def save_task(self, task: Task) -> Task:
+        """Store ``task``, changed from the version it was read at, as its next version.
+
+        The write is conditional on that version: when someone saved the task meanwhile
+        (a second resumer of one pause), InvalidTransition and nothing is stored.
+        """
+        now = self.clock()
+        saved = task.model_copy(update={"version": task.version + 1, "updated_at": now})
+        await self._commit_task(saved, now)
+        return saved
+
+    async def _commit_task(self, task: Task, now: datetime) -> None:
+        try:
+            await self._commit(Write(at=now, task=task))
+        except VersionConflict:
+            raise InvalidTransition(
+                f"task {task.id} was changed by someone else since version "
+                f"{task.version - 1} was read; read it again",
+                status=task.status,
+            ) from None
+
+    async def get_task(self, task_id: str, principal: Principal | None = None) -> Task:
+        """The task; TaskNotFound when unknown or not visible to ``principal``.
+
+        Its user, approvers and admins see a task; nobody else learns that it exists.
+        """
+        task = await self.store.get_task(task_id)
+        if task is None or (principal is not None and not may_see_task(task, principal)):
+            raise TaskNotFound(task_id)
+        return task
+
+    async def find_task(self, request_id: str, principal: Principal | None = None) -> Task | None:
+        """The task waiting on this request, if any ``principal`` may see."""
+        task = await self.store.find_task(request_id)
+        if task is None or (principal is not None and not may_see_task(task, principal)):
+            return None
+        return task
+
+    async def list_tasks(
+        self,
+        principal: Principal | None = None,
+        *,
+        status: TaskStatus | None = None,
+        limit: int = 100,
+    ) -> list[Task]:
+        """Tasks newest first, of one status if given; those ``principal`` may see."""
+        tasks = await self.store.list_tasks(status=status, limit=limit)
+        if principal is None:
+            return tasks
+        return [t for t in tasks if may_see_task(t, principal)]
+
+    # -- webhooks ------------------------------------------------------------------------
+
+    async def add_webhook(
+        self,
+        url: str,
+        principal: Principal,
+        *,
+        secret: str | None = None,
+        fmt: WebhookFormat | str = "json",
+        allow_private: bool = False,
+    ) -> Webhook:
+        """Register an endpoint for every event (admins); a secret is made when none is given.
+
+        Its URL must name a public address unless ``allow_private`` (the server's
+        ``--allow-private-webhooks``): see :func:`signoff.webhook_targets.check_target`.
+        """
+        _manages_webhooks(principal)
+        if fmt not in ("json", "slack"):
+            raise InvalidRequest("a webhook format is json or slack")
+        if not url.startswith(("http://", "https://")) or len(url) > 2000:
+            raise InvalidRequest("a webhook URL must start with http:// or https://")
+        await check_target(url, allow_private=allow_private)
+        now = self.clock()
+        webhook = Webhook(
+            id=new_webhook_id(),
+            url=url,
+            secret=secret or secrets.token_urlsafe(24),
+            format=fmt,
+            created_by=principal.name,
+            created_at=now,
+        )
+        await self._commit(Write(at=now, webhooks=(webhook,)))
+        return webhook
+
+    async def list_webhooks(self, principal: Principal) -> list[Webhook]:
+        """Every endpoint, removed ones too (admins)."""
+        _manages_webhooks(principal)
+        return await self.store.list_webhooks()
+
+    async def remove_webhook(self, webhook_id: str, principal: Principal) -> Webhook:
+        """Stop sending events to an endpoint (admins); its delivery log is kept."""
+        _manages_webhooks(principal)
+        found = next((w for w in await self.store.list_webhooks() if w.id == webhook_id), None)
+        if found is None or not found.active:
+            raise InvalidRequest(f"no active webhook with id {webhook_id!r}")
+        removed = found.model_copy(update={"active": False})
+        await self._commit(Write(at=self.clock(), webhooks=(removed,)))
+        return removed
+
+    async def record_deliveries(
+        self, deliveries: Sequence[Delivery], principal: Principal = SYSTEM
+    ) -> None:
+        """Store new deliveries, or attempts' outcomes (by id): the dispatcher's log (admins)."""
+        _manages_webhooks(principal)
+        if deliveries:
+            await self._commit(Write(at=self.clock(), deliveries=tuple(deliveries)))
+
+    async def list_deliveries(
+        self, principal: Principal, *, status: DeliveryStatus | str | None = None, limit: int = 100
+    ) -> list[Delivery]:
+        """The delivery log, newest first, of one status if given (admins)."""
+        _manages_webhooks(principal)
+        if status not in (None, "pending", "delivered", "failed"):
+            raise InvalidRequest("a delivery status is pending, delivered or failed")
+        return await self.store.list_deliveries(status=status, limit=limit)
+
+    async def redelivery(self, delivery_id: str, principal: Principal) -> Delivery:
+        """A delivery that was tried, made ready to be sent again by hand (admins).
+
+        Nothing is stored here: the dispatcher sends it and records the outcome.
+        """
+        _manages_webhooks(principal)
+        delivery = await self.store.get_delivery(delivery_id)
+        if delivery is None:
+            raise InvalidRequest(f"no delivery with id {delivery_id!r}")
+        if delivery.status == "pending" and delivery.attempts == 0:
+            raise InvalidTransition(f"delivery {delivery_id} has not been tried yet")
+        return delivery.model_copy(update={"status": "pending", "attempts": 0})
+
     # -- inbox sessions ------------------------------------------------------------------
 
     async def sign_in(self, token: str, *, max_age: float) -> tuple[str, Principal]:
@@ -825,6 +1008,22 @@ def _parse_anchor(text: str) -> Anchor:
         return parse_anchor(text)
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
+
+
+def service_for(target: Store | Service, *, clock: Clock = system_clock) -> Service:
+    """The service that writes to ``target``: itself, or a service over that store.
+
+    For an integration given a store for its task records: the records are still written
+    by the service, with its version checks (the store is opened and closed by its owner).
+    """
+    if isinstance(target, Service):
+        return target
+    return Service(target, clock=clock, read_file=None, follow=False)
+
+
+def _manages_webhooks(principal: Principal) -> None:
+    if principal.role != "admin":
+        raise NotAllowed("only admins manage webhooks")
 
 
 def _visible(request: Request, principal: Principal) -> bool:

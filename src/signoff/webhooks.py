@@ -1,28 +1,25 @@
-"""Delivers every event to the configured webhooks: signed, retried with backoff, logged.
+"""The webhook dispatcher: sends every event to the configured webhooks, signed, retried.
 
 Runs inside ``signoff serve``. Each event becomes one :class:`Delivery` per active
-webhook, stored before it is sent, so a delivery that fails (or a server that stops) is
-retried later from the log; ``signoff webhooks redeliver`` sends one again by hand.
+webhook, recorded (through the service, the only writer) before it is sent, so a delivery
+that fails (or a server that stops) is retried later from the log; ``signoff webhooks
+redeliver`` sends one again by hand. Adding, listing and removing webhooks are service
+operations (:meth:`signoff.service.Service.add_webhook` and the rest).
 
 Targets are public addresses only, unless the operator allows private ones
-(``signoff serve --allow-private-webhooks``): otherwise an admin's webhook (or a stolen
-admin token's) could make the server POST to its own loopback services, the cloud metadata
-endpoint or the internal network. The URL is checked when it is added and again before
-every send, since what a name resolves to can change; the send goes to the address that was
-checked, so a name that resolves differently a moment later (DNS rebinding) changes nothing.
+(``signoff serve --allow-private-webhooks``; see :mod:`signoff.webhook_targets`). The URL
+is checked when it is added and again before every send, since what a name resolves to can
+change; the send goes to the address that was checked, so a name that resolves differently
+a moment later (DNS rebinding) changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import logging
-import secrets
-import socket
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -34,22 +31,14 @@ from signoff.domain.webhooks import (
     Delivery,
     Webhook,
     WebhookFormat,
-    address_refusal,
     backoff,
     new_delivery_id,
-    new_webhook_id,
     sign,
 )
-from signoff.errors import (
-    InvalidRequest,
-    InvalidTransition,
-    NotAllowed,
-    SignoffError,
-    StoreUnavailable,
-)
+from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
 from signoff.eventstream import follow_events
 from signoff.service import SYSTEM, Service
-from signoff.store.base import Write
+from signoff.webhook_targets import check_target
 
 __all__ = [
     "WebhookDispatcher",
@@ -111,44 +100,6 @@ async def _event(service: Service, seq: int) -> Event | None:
     return found[0] if found and found[0].seq == seq else None
 
 
-async def check_target(url: str, *, allow_private: bool) -> str | None:
-    """The checked address to send ``url``'s POSTs to; None when private targets are allowed.
-
-    InvalidRequest when the URL is not http(s), its host does not resolve, or it is (or
-    resolves to, on any of its addresses) a non-public address.
-    """
-    parts = urlsplit(url)
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        host = port = None
-    if parts.scheme not in ("http", "https") or not host:
-        raise InvalidRequest("a webhook URL must be http:// or https:// with a host")
-    if allow_private:
-        return None
-    try:
-        addresses = [str(ipaddress.ip_address(host))]
-    except ValueError:
-        try:
-            found = await asyncio.get_running_loop().getaddrinfo(
-                host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
-            )
-        except (OSError, UnicodeError) as exc:
-            raise InvalidRequest(f"webhook host {host!r} does not resolve ({exc})") from None
-        addresses = [str(info[4][0]) for info in found]
-    if not addresses:
-        raise InvalidRequest(f"webhook host {host!r} does not resolve")
-    for address in addresses:
-        refusal = address_refusal(address)
-        if refusal is not None:
-            where = host if host == address else f"{host} ({address})"
-            raise InvalidRequest(
-                f"webhook target {where} is a {refusal} address; only public addresses are "
-                "allowed unless the server runs with --allow-private-webhooks"
-            )
-    return addresses[0]
-
-
 async def _post(
     http: httpx.AsyncClient, url: str, address: str | None, body: bytes, headers: dict[str, str]
 ) -> httpx.Response:
@@ -179,7 +130,7 @@ async def attempt_delivery(
     The target is checked first (see :func:`check_target`); a refused one is recorded as
     this attempt's error.
     """
-    webhooks = {w.id: w for w in await service.store.list_webhooks()}
+    webhooks = {w.id: w for w in await service.list_webhooks(SYSTEM)}
     webhook = webhooks.get(delivery.webhook_id)
     event = await _event(service, delivery.event_seq)
     now = service.clock()
@@ -232,7 +183,7 @@ async def attempt_delivery(
                 "last_error": error,
             }
         )
-    await service.store.commit(Write(at=now, deliveries=(updated,)))
+    await service.record_deliveries((updated,))
     return updated
 
 
@@ -259,7 +210,7 @@ class WebhookDispatcher:
 
     async def start(self) -> None:
         """Resume after the last event already queued, then follow live events."""
-        queued = await self.service.store.list_deliveries(limit=1)
+        queued = await self.service.list_deliveries(SYSTEM, limit=1)
         since = queued[0].event_seq if queued else await self.service.store.last_event_seq()
         self._tasks = [
             asyncio.create_task(self._queue_events(since), name="signoff-webhooks-queue"),
@@ -295,7 +246,7 @@ class WebhookDispatcher:
     async def _queue(self, event: Event) -> None:
         webhooks = [
             w
-            for w in await self.service.store.list_webhooks()
+            for w in await self.service.list_webhooks(SYSTEM)
             if w.active and w.created_at <= event.at
         ]
         if not webhooks:
@@ -313,7 +264,7 @@ class WebhookDispatcher:
             )
             for w in webhooks
         )
-        await self.service.store.commit(Write(at=now, deliveries=deliveries))
+        await self.service.record_deliveries(deliveries)
         self._wake.set()
 
     async def _send_due(self) -> None:
@@ -341,11 +292,6 @@ class WebhookDispatcher:
                     await asyncio.wait_for(self._wake.wait(), self._poll)
 
 
-def _admin(principal: Principal) -> None:
-    if principal.role != "admin":
-        raise NotAllowed("only admins manage webhooks")
-
-
 async def add_webhook(
     service: Service,
     principal: Principal,
@@ -355,36 +301,15 @@ async def add_webhook(
     fmt: WebhookFormat = "json",
     allow_private: bool = False,
 ) -> Webhook:
-    """Register an endpoint; a secret is generated when none is given.
-
-    Its URL must name a public address unless ``allow_private`` (see :func:`check_target`).
-    """
-    _admin(principal)
-    if not url.startswith(("http://", "https://")) or len(url) > 2000:
-        raise InvalidRequest("a webhook URL must start with http:// or https://")
-    await check_target(url, allow_private=allow_private)
-    now = service.clock()
-    webhook = Webhook(
-        id=new_webhook_id(),
-        url=url,
-        secret=secret or secrets.token_urlsafe(24),
-        format=fmt,
-        created_by=principal.name,
-        created_at=now,
+    """Register an endpoint: :meth:`Service.add_webhook`, the arguments in the old order."""
+    return await service.add_webhook(
+        url, principal, secret=secret, fmt=fmt, allow_private=allow_private
     )
-    await service.store.commit(Write(at=now, webhooks=(webhook,)))
-    return webhook
 
 
 async def remove_webhook(service: Service, principal: Principal, webhook_id: str) -> Webhook:
-    """Stop sending events to an endpoint (its delivery log is kept)."""
-    _admin(principal)
-    found = next((w for w in await service.store.list_webhooks() if w.id == webhook_id), None)
-    if found is None or not found.active:
-        raise InvalidRequest(f"no active webhook with id {webhook_id!r}")
-    removed = found.model_copy(update={"active": False})
-    await service.store.commit(Write(at=service.clock(), webhooks=(removed,)))
-    return removed
+    """Stop sending to an endpoint: :meth:`Service.remove_webhook`, the old argument order."""
+    return await service.remove_webhook(webhook_id, principal)
 
 
 async def redeliver(
@@ -396,14 +321,11 @@ async def redeliver(
     http: httpx.AsyncClient | None = None,
     allow_private: bool = False,
 ) -> Delivery:
-    """Send one delivery again now, whatever its state, and record the outcome."""
-    _admin(principal)
-    delivery = await service.store.get_delivery(delivery_id)
-    if delivery is None:
-        raise InvalidRequest(f"no delivery with id {delivery_id!r}")
-    if delivery.status == "pending" and delivery.attempts == 0:
-        raise InvalidTransition(f"delivery {delivery_id} has not been tried yet")
-    fresh = delivery.model_copy(update={"status": "pending", "attempts": 0})
+    """Send one delivery again now, whatever its state, and record the outcome.
+
+    Who may, and which deliveries can be, is the service's :meth:`Service.redelivery`.
+    """
+    fresh = await service.redelivery(delivery_id, principal)
     if http is not None:
         return await attempt_delivery(
             service, fresh, http, base_url=base_url, allow_private=allow_private

@@ -20,6 +20,8 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from signoff.domain.principals import DECIDER_ROLES, Principal
+
 __all__ = [
     "TASK_TERMINAL",
     "TASK_TRANSITIONS",
@@ -27,6 +29,7 @@ __all__ = [
     "PendingCall",
     "Task",
     "TaskStatus",
+    "may_see_task",
     "new_task_id",
 ]
 
@@ -129,3 +132,8 @@ class Task(_Model):
     def request_ids(self) -> tuple[str, ...]:
         """The ids of the requests it waits on."""
         return tuple(p.request_id for p in self.pending)
+
+
+def may_see_task(task: Task, principal: Principal) -> bool:
+    """Whether ``principal`` may read ``task``: the user who started it, approvers and admins."""
+    return principal.name == task.user or principal.role in DECIDER_ROLES

@@ -63,6 +63,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("signoff mcp-proxy needs the MCP SDK: pip install 'signoff[mcp]'") from exc
 
+from signoff.__version__ import __version__
 from signoff.backends import Backend
 from signoff.domain.decisions import Approve, Reject
 from signoff.domain.policies import Policy, PolicyDecision
@@ -70,7 +71,13 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.schemas import sendable_schema
 from signoff.domain.submission import NewRequest
 from signoff.domain.transitions import MAX_CLIENT_NAME
-from signoff.errors import CallerError, InvalidTransition, NotAllowed, RequestNotFound
+from signoff.errors import (
+    CallerError,
+    InvalidTransition,
+    NotAllowed,
+    RequestNotFound,
+    UpstreamDown,
+)
 from signoff.integrations.outcomes import denial, edit_note
 from signoff.leases import holding
 
@@ -97,10 +104,6 @@ _ELICIT_SCHEMA: dict[str, Any] = {
     },
     "required": ["approve"],
 }
-
-
-class UpstreamDown(Exception):
-    """The wrapped MCP server is not running (it exited, or could not be started)."""
 
 
 class HintedPolicy(Policy):
@@ -261,7 +264,7 @@ class McpProxy:
             handlers["on_get_prompt"] = self._get_prompt
         return Server(
             self.server_name,
-            version="signoff",
+            version=__version__,
             instructions=(
                 "Some tool calls wait for a person's approval in signoff. A call that is "
                 f"still waiting returns a request id: call {AWAIT_TOOL} with it to wait again."

@@ -45,6 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("signoff mcp-server needs the MCP SDK: pip install 'signoff[mcp]'") from exc
 
+from signoff.__version__ import __version__
 from signoff.backends import Backend
 from signoff.domain.requests import ChoiceRequest, QuestionsRequest, Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
@@ -91,7 +92,7 @@ class SignoffMcpServer:
         """The lowlevel MCP server to serve."""
         return Server(
             "signoff",
-            version="signoff",
+            version=__version__,
             instructions=(
                 f"Ask a person: {ASK_TOOL} for a choice among options, {INPUT_TOOL} for open "
                 f"questions. If a call says the person has not answered yet, call {AWAIT_TOOL} "

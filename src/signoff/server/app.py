@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Respons
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from signoff.__version__ import __version__
 from signoff.domain.decisions import Channel, Decision, DecisionAdapter
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
@@ -457,7 +458,7 @@ def create_app(
     app = FastAPI(
         title="signoff",
         summary="Human sign-off for what AI agents do.",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
     )
     app.state.service = service

@@ -23,7 +23,7 @@ from signoff.domain.requests import ApprovalRequest, Request, RequestKind, Statu
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
-from signoff.errors import InvalidRequest, SignoffError
+from signoff.errors import DuplicateRequest, InvalidRequest, VersionConflict
 
 __all__ = [
     "MAX_PAGE",
@@ -43,22 +43,6 @@ __all__ = [
 
 MAX_PAGE = 500
 """The most requests one page returns."""
-
-
-class VersionConflict(SignoffError):
-    """The request changed since it was read; the write was not applied."""
-
-    def __init__(self, request_id: str) -> None:
-        super().__init__(f"request {request_id!r} changed concurrently")
-        self.request_id = request_id
-
-
-class DuplicateRequest(SignoffError):
-    """The same requester already has a request with this session and tool_call_id, or key."""
-
-    def __init__(self, existing_id: str) -> None:
-        super().__init__(f"request already submitted as {existing_id!r}")
-        self.existing_id = existing_id
 
 
 @dataclass(frozen=True, kw_only=True)
