@@ -19,18 +19,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import TypeAdapter
-
-from signoff.domain.audit import (
-    GENESIS_HASH,
-    AuditEntry,
-    LogCoverage,
-    committed_entry,
-    entry_hash,
-)
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
-from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
@@ -51,6 +42,26 @@ from signoff.store.base import (
     to_micros,
 )
 from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
+from signoff.store.rows import (
+    AUDIT_COLUMNS,
+    DELIVERIES,
+    GRANTS,
+    REQUESTS,
+    SESSIONS,
+    TASKS,
+    TOKENS,
+    WEBHOOKS,
+    RequestJson,
+    Table,
+    audit_entry,
+    chain_audit,
+    duplicate_lookups,
+    event_from_row,
+    insert_sql,
+    numbered,
+    select_sql,
+    update_sql,
+)
 
 try:
     import asyncpg
@@ -64,7 +75,6 @@ __all__ = ["EVENTS_CHANNEL", "PostgresStore"]
 EVENTS_CHANNEL = "signoff_events"
 """The NOTIFY channel a commit that appends events signals on; the payload is its last seq."""
 
-_DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # What a lost, refused or broken connection (or a database in trouble) raises.
 _FAILURES = (
@@ -88,11 +98,6 @@ _LOST = (
 )
 
 _T = TypeVar("_T")
-
-_REQUEST_COLUMNS = (
-    "kind, status, session_id, tool_name, tool_call_id, requested_by, idempotency_key, "
-    "created_us, expires_us, version, data"
-)
 
 
 def _where(dsn: str) -> str:
@@ -388,28 +393,13 @@ class PostgresStore:
     ) -> list[AuditEntry]:
         """Audit entries in chain order."""
         rows = await self._fetch(
-            "SELECT seq, request_id, at, action, actor, from_status, to_status, details, "
-            "prev_hash, hash FROM audit WHERE seq > $1 "
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE seq > $1 "  # noqa: S608
             "AND ($2::text IS NULL OR request_id = $2) ORDER BY seq LIMIT $3",
             after_seq,
             request_id,
             limit,
         )
-        return [
-            AuditEntry(
-                seq=r[0],
-                request_id=r[1],
-                at=datetime.fromisoformat(r[2]),
-                action=r[3],
-                actor=r[4],
-                from_status=r[5],
-                to_status=r[6],
-                details=_DETAILS.validate_json(r[7]),
-                prev_hash=r[8],
-                hash=r[9],
-            )
-            for r in rows
-        ]
+        return [audit_entry(r) for r in rows]
 
     async def audit_head(self) -> tuple[int, str] | None:
         """The (seq, hash) kept beside the log; None while the chain is empty."""
@@ -440,15 +430,7 @@ class PostgresStore:
             after_seq,
             limit,
         )
-        return [
-            Event(
-                seq=r[0],
-                type=r[1],
-                at=datetime.fromisoformat(r[2]),
-                request=RequestAdapter.validate_json(r[3]),
-            )
-            for r in rows
-        ]
+        return [event_from_row(r) for r in rows]
 
     async def last_event_seq(self) -> int:
         """The newest committed event's seq (0 when none)."""
@@ -519,69 +501,66 @@ async def _duplicate_row(
     requested_by: str,
     idempotency_key: str | None,
 ) -> tuple[str, str] | None:
-    if tool_call_id is not None:
-        row = await conn.fetchrow(
-            "SELECT id, data FROM requests "
-            "WHERE session_id = $1 AND tool_call_id = $2 AND requested_by = $3",
-            session_id,
-            tool_call_id,
-            requested_by,
-        )
-        if row:
-            return str(row[0]), str(row[1])
-    if idempotency_key is not None:
-        row = await conn.fetchrow(
-            "SELECT id, data FROM requests WHERE requested_by = $1 AND idempotency_key = $2",
-            requested_by,
-            idempotency_key,
-        )
+    for where, values in duplicate_lookups(session_id, tool_call_id, requested_by, idempotency_key):
+        row = await conn.fetchrow(select_sql("requests", "id, data", where, numbered), *values)
         if row:
             return str(row[0]), str(row[1])
     return None
 
 
-def _row(request: Request, data: str) -> tuple[object, ...]:
-    call = request if isinstance(request, ApprovalRequest) else None
-    return (
-        request.kind,
-        request.status,
+def _upsert_sql(table: Table[Any]) -> str:
+    """Insert a row, or replace every column of the one with its id."""
+    replaced = ", ".join(f"{column} = excluded.{column}" for column in table.columns[1:])
+    return f"{insert_sql(table, numbered)} ON CONFLICT (id) DO UPDATE SET {replaced}"
+
+
+# ON CONFLICT without a target covers the id and both idempotency indexes, and waits for a
+# concurrent insert of the same keys to commit or roll back.
+_INSERT_REQUEST = f"{insert_sql(REQUESTS, numbered)} ON CONFLICT DO NOTHING RETURNING id"
+_UPDATE_REQUEST = f"{update_sql(REQUESTS, numbered)} RETURNING id"
+_INSERT_TASK = f"{insert_sql(TASKS, numbered)} ON CONFLICT (id) DO NOTHING RETURNING id"
+_UPDATE_TASK = f"{update_sql(TASKS, numbered)} RETURNING id"
+_UPSERTS = {
+    table.name: _upsert_sql(table) for table in (GRANTS, WEBHOOKS, DELIVERIES, TOKENS, SESSIONS)
+}
+
+
+async def _upsert(conn: Any, table: Table[_T], records: tuple[_T, ...]) -> None:
+    """Insert ``records`` into ``table``, or replace those already there by id."""
+    # In id order, so two writes replacing the same records cannot deadlock each other.
+    if records:
+        rows = sorted(table.rows(records), key=lambda row: str(row[0]))
+        await conn.executemany(_UPSERTS[table.name], rows)
+
+
+async def _insert_request(conn: Any, request: Request, json: RequestJson) -> None:
+    """Insert a new request; DuplicateRequest names the request it would repeat."""
+    if await conn.fetchval(_INSERT_REQUEST, *json.row(request)) is not None:
+        return
+    existing = await _duplicate_row(
+        conn,
         request.session_id,
-        call.tool_name if call else None,
-        call.tool_call_id if call else None,
+        request.tool_call_id if isinstance(request, ApprovalRequest) else None,
         request.requested_by,
         request.idempotency_key,
-        to_micros(request.created_at),
-        to_micros(request.expires_at) if request.expires_at else None,
-        request.version,
-        data,
     )
+    raise DuplicateRequest(existing[0] if existing else request.id)
+
+
+async def _update_request(conn: Any, request: Request, json: RequestJson) -> None:
+    """Store a request's next version, if the stored one is the version before it."""
+    row = json.row(request)
+    if await conn.fetchval(_UPDATE_REQUEST, *row[1:], request.id, request.version - 1) is None:
+        raise VersionConflict(request.id)
 
 
 async def _store_task(conn: Any, task: Task) -> None:
     """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    data = task.model_dump_json()
-    created_us = to_micros(task.created_at)
+    row = TASKS.values(task)
     if task.version == 1:
-        stored = await conn.fetchval(
-            "INSERT INTO tasks (id, status, version, created_us, data) "
-            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING RETURNING id",
-            task.id,
-            task.status,
-            task.version,
-            created_us,
-            data,
-        )
+        stored = await conn.fetchval(_INSERT_TASK, *row)
     else:
-        stored = await conn.fetchval(
-            "UPDATE tasks SET status = $1, version = $2, created_us = $3, data = $4 "
-            "WHERE id = $5 AND version = $6 RETURNING id",
-            task.status,
-            task.version,
-            created_us,
-            data,
-            task.id,
-            task.version - 1,
-        )
+        stored = await conn.fetchval(_UPDATE_TASK, *row[1:], task.id, task.version - 1)
     if stored is None:
         raise VersionConflict(task.id)
     request_ids = list(dict.fromkeys(task.request_ids))
@@ -592,12 +571,6 @@ async def _store_task(conn: Any, task: Task) -> None:
             request_ids,
             task.id,
         )
-
-
-async def _upsert(conn: Any, sql: str, rows: list[tuple[object, ...]]) -> None:
-    # In id order, so two writes replacing the same records cannot deadlock each other.
-    if rows:
-        await conn.executemany(sql, sorted(rows, key=lambda row: str(row[0])))
 
 
 _COVERAGE = """
@@ -650,103 +623,9 @@ def _columns(rows: list[tuple[object, ...]], width: int) -> list[list[object]]:
     return [[row[n] for row in rows] for n in range(width)]
 
 
-async def _apply(conn: Any, write: Write) -> Committed:
-    """Run one write inside its transaction."""
-    dumped: dict[int, str] = {}
-
-    def data_of(request: Request) -> str:
-        # The request row and its event usually carry the same record: serialize it once.
-        key = id(request)
-        if key not in dumped:
-            dumped[key] = RequestAdapter.dump_json(request).decode()
-        return dumped[key]
-
-    if write.insert is not None:
-        new = write.insert
-        # ON CONFLICT without a target covers the id and both idempotency indexes, and waits
-        # for a concurrent insert of the same keys to commit or roll back.
-        inserted = await conn.fetchval(
-            f"INSERT INTO requests (id, {_REQUEST_COLUMNS}) "  # noqa: S608 - fixed columns
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) "
-            "ON CONFLICT DO NOTHING RETURNING id",
-            new.id,
-            *_row(new, data_of(new)),
-        )
-        if inserted is None:
-            existing = await _duplicate_row(
-                conn,
-                new.session_id,
-                new.tool_call_id if isinstance(new, ApprovalRequest) else None,
-                new.requested_by,
-                new.idempotency_key,
-            )
-            raise DuplicateRequest(existing[0] if existing else new.id)
-    if write.update is not None:
-        new = write.update
-        updated = await conn.fetchval(
-            "UPDATE requests SET kind = $1, status = $2, session_id = $3, tool_name = $4, "
-            "tool_call_id = $5, requested_by = $6, idempotency_key = $7, created_us = $8, "
-            "expires_us = $9, version = $10, data = $11 WHERE id = $12 AND version = $13 "
-            "RETURNING id",
-            *_row(new, data_of(new)),
-            new.id,
-            new.version - 1,
-        )
-        if updated is None:
-            raise VersionConflict(new.id)
-    if write.task is not None:
-        await _store_task(conn, write.task)
-    await _upsert(
-        conn,
-        "INSERT INTO grants (id, tool_name, requested_by, created_us, data) "
-        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET "
-        "tool_name = excluded.tool_name, requested_by = excluded.requested_by, "
-        "created_us = excluded.created_us, data = excluded.data",
-        [
-            (g.id, g.tool_name, g.requested_by, to_micros(g.created_at), g.model_dump_json())
-            for g in write.grants
-        ],
-    )
-    await _upsert(
-        conn,
-        "INSERT INTO webhooks (id, created_us, data) VALUES ($1, $2, $3) "
-        "ON CONFLICT (id) DO UPDATE SET created_us = excluded.created_us, data = excluded.data",
-        [(w.id, to_micros(w.created_at), w.model_dump_json()) for w in write.webhooks],
-    )
-    await _upsert(
-        conn,
-        "INSERT INTO deliveries (id, status, next_attempt_us, created_us, event_seq, data) "
-        "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET status = excluded.status, "
-        "next_attempt_us = excluded.next_attempt_us, created_us = excluded.created_us, "
-        "event_seq = excluded.event_seq, data = excluded.data",
-        [
-            (
-                d.id,
-                d.status,
-                to_micros(d.next_attempt_at),
-                to_micros(d.created_at),
-                d.event_seq,
-                d.model_dump_json(),
-            )
-            for d in write.deliveries
-        ],
-    )
-    await _upsert(
-        conn,
-        "INSERT INTO tokens (id, token_hash, created_us, data) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (id) DO UPDATE SET token_hash = excluded.token_hash, "
-        "created_us = excluded.created_us, data = excluded.data",
-        [(t.id, t.token_hash, to_micros(t.created_at), t.model_dump_json()) for t in write.tokens],
-    )
-    await _upsert(
-        conn,
-        "INSERT INTO sessions (id, token_id, expires_us, data) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (id) DO UPDATE SET token_id = excluded.token_id, "
-        "expires_us = excluded.expires_us, data = excluded.data",
-        [(s.id, s.token_id, to_micros(s.expires_at), s.model_dump_json()) for s in write.sessions],
-    )
-    if not write.audit and not write.events:
-        return Committed()
+async def _append_logs(conn: Any, write: Write, json: RequestJson) -> Committed:
+    """Chain the write's audit entries and number its events after the head, then store
+    them, move the head and notify listeners."""
     # Last, after this write's own rows: whoever holds the head holds no other lock
     # anyone waits on, so queueing here cannot deadlock.
     head = await conn.fetchrow(
@@ -754,51 +633,45 @@ async def _apply(conn: Any, write: Write) -> Committed:
     )
     if head is None:
         raise StoreUnavailable("the log_head row is missing: the schema was damaged")
-    seq, prev = int(head[0]), head[1] or GENESIS_HASH
+    chain = chain_audit(write.audit, write.at, int(head[0]), head[1] or GENESIS_HASH)
     at = write.at.isoformat()
-    audit: list[AuditEntry] = []
-    audit_rows: list[tuple[object, ...]] = []
-    for draft in write.audit:
-        seq += 1
-        details_json = canonical_json(draft.details)
-        digest = entry_hash(
-            prev_hash=prev, seq=seq, at=write.at, draft=draft, details_json=details_json
-        )
-        audit_rows.append(
-            (
-                seq,
-                draft.request_id,
-                at,
-                draft.action,
-                draft.actor,
-                draft.from_status,
-                draft.to_status,
-                details_json,
-                prev,
-                digest,
-            )
-        )
-        audit.append(committed_entry(draft, seq=seq, at=write.at, prev_hash=prev, hash=digest))
-        prev = digest
     event_seq = int(head[2])
     events: list[Event] = []
     event_rows: list[tuple[object, ...]] = []
-    for draft_event in write.events:
+    for draft in write.events:
         event_seq += 1
-        request = draft_event.request
-        event_rows.append((event_seq, draft_event.type, at, request.id, data_of(request)))
-        events.append(Event(seq=event_seq, type=draft_event.type, at=write.at, request=request))
+        event_rows.append((event_seq, draft.type, at, draft.request.id, json(draft.request)))
+        events.append(Event(seq=event_seq, type=draft.type, at=write.at, request=draft.request))
     # The entries, the events, the head and the NOTIFY in one statement: one round trip
     # instead of four, while this transaction holds the head every writer queues on.
     await conn.execute(
         _APPEND,
-        *_columns(audit_rows, 10),
+        *_columns(chain.rows, len(AUDIT_COLUMNS)),
         *_columns(event_rows, 5),
-        seq,
-        prev if audit_rows else head[1],
+        chain.seq,
+        chain.hash if chain.rows else head[1],
         event_seq,
         bool(event_rows),
         EVENTS_CHANNEL,
         str(event_seq),
     )
-    return Committed(events=tuple(events), audit=tuple(audit))
+    return Committed(events=tuple(events), audit=tuple(chain.entries))
+
+
+async def _apply(conn: Any, write: Write) -> Committed:
+    """Run one write inside its transaction."""
+    json = RequestJson()
+    if write.insert is not None:
+        await _insert_request(conn, write.insert, json)
+    if write.update is not None:
+        await _update_request(conn, write.update, json)
+    if write.task is not None:
+        await _store_task(conn, write.task)
+    await _upsert(conn, GRANTS, write.grants)
+    await _upsert(conn, WEBHOOKS, write.webhooks)
+    await _upsert(conn, DELIVERIES, write.deliveries)
+    await _upsert(conn, TOKENS, write.tokens)
+    await _upsert(conn, SESSIONS, write.sessions)
+    if not write.audit and not write.events:
+        return Committed()
+    return await _append_logs(conn, write, json)

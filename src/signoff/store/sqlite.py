@@ -24,18 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter
-
-from signoff.domain.audit import (
-    GENESIS_HASH,
-    AuditEntry,
-    LogCoverage,
-    committed_entry,
-    entry_hash,
-)
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
-from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
@@ -55,6 +46,26 @@ from signoff.store.base import (
     lapsed_among,
     to_micros,
 )
+from signoff.store.rows import (
+    AUDIT_COLUMNS,
+    DELIVERIES,
+    GRANTS,
+    REQUESTS,
+    SESSIONS,
+    TASKS,
+    TOKENS,
+    WEBHOOKS,
+    RequestJson,
+    Table,
+    audit_entry,
+    chain_audit,
+    duplicate_lookups,
+    event_from_row,
+    insert_sql,
+    qmarks,
+    select_sql,
+    update_sql,
+)
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["SQLiteStore", "sqlite_path_from_url"]
@@ -63,7 +74,6 @@ T = TypeVar("T")
 
 _BATCH_LIMIT = 256
 _BUSY_TIMEOUT_MS = 10_000
-_DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -484,10 +494,7 @@ class SQLiteStore:
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
         """Audit entries in chain order (the order they are stored in)."""
-        sql = (
-            "SELECT seq, request_id, at, action, actor, from_status, to_status, details, "
-            "prev_hash, hash FROM audit WHERE seq > ?"
-        )
+        sql = f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE seq > ?"  # noqa: S608
         params: list[object] = [after_seq]
         if request_id is not None:
             sql += " AND request_id = ?"
@@ -498,21 +505,7 @@ class SQLiteStore:
             params.append(limit)
 
         def q(conn: sqlite3.Connection) -> list[AuditEntry]:
-            return [
-                AuditEntry(
-                    seq=r[0],
-                    request_id=r[1],
-                    at=datetime.fromisoformat(r[2]),
-                    action=r[3],
-                    actor=r[4],
-                    from_status=r[5],
-                    to_status=r[6],
-                    details=_DETAILS.validate_json(r[7]),
-                    prev_hash=r[8],
-                    hash=r[9],
-                )
-                for r in conn.execute(sql, params)
-            ]
+            return [audit_entry(r) for r in conn.execute(sql, params)]
 
         return await self._read(q)
 
@@ -545,15 +538,7 @@ class SQLiteStore:
                 "SELECT seq, type, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             )
-            return [
-                Event(
-                    seq=r[0],
-                    type=r[1],
-                    at=datetime.fromisoformat(r[2]),
-                    request=RequestAdapter.validate_json(r[3]),
-                )
-                for r in rows
-            ]
+            return [event_from_row(r) for r in rows]
 
         return await self._read(q)
 
@@ -660,208 +645,114 @@ def _duplicate_row(
     requested_by: str,
     idempotency_key: str | None,
 ) -> tuple[str, str] | None:
-    if tool_call_id is not None:
-        row = conn.execute(
-            "SELECT id, data FROM requests "
-            "WHERE session_id = ? AND tool_call_id = ? AND requested_by = ?",
-            (session_id, tool_call_id, requested_by),
-        ).fetchone()
-        if row:
-            return str(row[0]), str(row[1])
-    if idempotency_key is not None:
-        row = conn.execute(
-            "SELECT id, data FROM requests WHERE requested_by = ? AND idempotency_key = ?",
-            (requested_by, idempotency_key),
-        ).fetchone()
+    for where, values in duplicate_lookups(session_id, tool_call_id, requested_by, idempotency_key):
+        row = conn.execute(select_sql("requests", "id, data", where, qmarks), values).fetchone()
         if row:
             return str(row[0]), str(row[1])
     return None
 
 
-def _row(request: Request, data: str) -> tuple[object, ...]:
-    call = request if isinstance(request, ApprovalRequest) else None
-    return (
-        request.kind,
-        request.status,
-        request.session_id,
-        call.tool_name if call else None,
-        call.tool_call_id if call else None,
-        request.requested_by,
-        request.idempotency_key,
-        to_micros(request.created_at),
-        to_micros(request.expires_at) if request.expires_at else None,
-        request.version,
-        data,
+_INSERT_REQUEST = insert_sql(REQUESTS, qmarks)
+_UPDATE_REQUEST = update_sql(REQUESTS, qmarks)
+_INSERT_TASK = insert_sql(TASKS, qmarks)
+_UPDATE_TASK = update_sql(TASKS, qmarks)
+
+
+def _replace(conn: sqlite3.Connection, table: Table[T], records: tuple[T, ...]) -> None:
+    """Insert ``records`` into ``table``, or replace those already there by id."""
+    if records:
+        conn.executemany(insert_sql(table, qmarks, verb="INSERT OR REPLACE"), table.rows(records))
+
+
+def _insert_request(conn: sqlite3.Connection, request: Request, json: RequestJson) -> None:
+    """Insert a new request; DuplicateRequest names the request it would repeat."""
+    tool_call_id = request.tool_call_id if isinstance(request, ApprovalRequest) else None
+    existing = _duplicate_row(
+        conn, request.session_id, tool_call_id, request.requested_by, request.idempotency_key
     )
+    if existing is not None:
+        raise DuplicateRequest(existing[0])
+    try:
+        conn.execute(_INSERT_REQUEST, json.row(request))
+    except sqlite3.IntegrityError:
+        raise DuplicateRequest(request.id) from None
+
+
+def _update_request(conn: sqlite3.Connection, request: Request, json: RequestJson) -> None:
+    """Store a request's next version, if the stored one is the version before it."""
+    row = json.row(request)
+    cursor = conn.execute(_UPDATE_REQUEST, (*row[1:], request.id, request.version - 1))
+    if cursor.rowcount != 1:
+        raise VersionConflict(request.id)
 
 
 def _store_task(conn: sqlite3.Connection, task: Task) -> None:
     """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    data = task.model_dump_json()
+    row = TASKS.values(task)
     if task.version == 1:
         try:
-            conn.execute(
-                "INSERT INTO tasks (id, status, version, created_us, data) VALUES (?, ?, ?, ?, ?)",
-                (task.id, task.status, task.version, to_micros(task.created_at), data),
-            )
+            conn.execute(_INSERT_TASK, row)
         except sqlite3.IntegrityError:
             raise VersionConflict(task.id) from None
-    else:
-        cursor = conn.execute(
-            "UPDATE tasks SET status = ?, version = ?, created_us = ?, data = ? "
-            "WHERE id = ? AND version = ?",
-            (
-                task.status,
-                task.version,
-                to_micros(task.created_at),
-                data,
-                task.id,
-                task.version - 1,
-            ),
-        )
-        if cursor.rowcount != 1:
-            raise VersionConflict(task.id)
+    elif conn.execute(_UPDATE_TASK, (*row[1:], task.id, task.version - 1)).rowcount != 1:
+        raise VersionConflict(task.id)
     conn.executemany(
         "INSERT OR REPLACE INTO task_requests (request_id, task_id) VALUES (?, ?)",
         [(request_id, task.id) for request_id in task.request_ids],
     )
 
 
-def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
-    """Run one write inside the batch's transaction (and its own savepoint)."""
-    dumped: dict[int, str] = {}
+def _append_audit(conn: sqlite3.Connection, write: Write) -> list[AuditEntry]:
+    """Chain the write's audit entries after the stored head, and move the head."""
+    if not write.audit:
+        return []
+    head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+    seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+    chain = chain_audit(write.audit, write.at, seq, prev)
+    conn.executemany(
+        f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) "  # noqa: S608 - fixed columns
+        f"VALUES ({', '.join('?' * len(AUDIT_COLUMNS))})",
+        chain.rows,
+    )
+    conn.execute(
+        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
+        "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+        (chain.seq, chain.hash),
+    )
+    return chain.entries
 
-    def data_of(request: Request) -> str:
-        # The request row and its event usually carry the same record: serialize it once.
-        key = id(request)
-        if key not in dumped:
-            dumped[key] = RequestAdapter.dump_json(request).decode()
-        return dumped[key]
 
-    if write.insert is not None:
-        new = write.insert
-        tool_call_id = new.tool_call_id if isinstance(new, ApprovalRequest) else None
-        existing = _duplicate_row(
-            conn, new.session_id, tool_call_id, new.requested_by, new.idempotency_key
-        )
-        if existing is not None:
-            raise DuplicateRequest(existing[0])
-        try:
-            conn.execute(
-                "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
-                "requested_by, idempotency_key, created_us, expires_us, version, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (new.id, *_row(new, data_of(new))),
-            )
-        except sqlite3.IntegrityError:
-            raise DuplicateRequest(new.id) from None
-    if write.update is not None:
-        new = write.update
-        cursor = conn.execute(
-            "UPDATE requests SET kind = ?, status = ?, session_id = ?, tool_name = ?, "
-            "tool_call_id = ?, requested_by = ?, idempotency_key = ?, created_us = ?, "
-            "expires_us = ?, version = ?, data = ? WHERE id = ? AND version = ?",
-            (*_row(new, data_of(new)), new.id, new.version - 1),
-        )
-        if cursor.rowcount != 1:
-            raise VersionConflict(new.id)
-    if write.task is not None:
-        _store_task(conn, write.task)
-    for grant in write.grants:
-        conn.execute(
-            "INSERT OR REPLACE INTO grants (id, tool_name, requested_by, created_us, data) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (
-                grant.id,
-                grant.tool_name,
-                grant.requested_by,
-                to_micros(grant.created_at),
-                grant.model_dump_json(),
-            ),
-        )
-    for webhook in write.webhooks:
-        conn.execute(
-            "INSERT OR REPLACE INTO webhooks (id, created_us, data) VALUES (?, ?, ?)",
-            (webhook.id, to_micros(webhook.created_at), webhook.model_dump_json()),
-        )
-    for delivery in write.deliveries:
-        conn.execute(
-            "INSERT OR REPLACE INTO deliveries (id, status, next_attempt_us, created_us, "
-            "event_seq, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                delivery.id,
-                delivery.status,
-                to_micros(delivery.next_attempt_at),
-                to_micros(delivery.created_at),
-                delivery.event_seq,
-                delivery.model_dump_json(),
-            ),
-        )
-    for token in write.tokens:
-        conn.execute(
-            "INSERT OR REPLACE INTO tokens (id, token_hash, created_us, data) VALUES (?, ?, ?, ?)",
-            (token.id, token.token_hash, to_micros(token.created_at), token.model_dump_json()),
-        )
-    for session in write.sessions:
-        conn.execute(
-            "INSERT OR REPLACE INTO sessions (id, token_id, expires_us, data) VALUES (?, ?, ?, ?)",
-            (
-                session.id,
-                session.token_id,
-                to_micros(session.expires_at),
-                session.model_dump_json(),
-            ),
-        )
-    audit: list[AuditEntry] = []
-    if write.audit:
-        head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
-        seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
-        at = write.at.isoformat()
-        for draft in write.audit:
-            seq += 1
-            details_json = canonical_json(draft.details)
-            digest = entry_hash(
-                prev_hash=prev, seq=seq, at=write.at, draft=draft, details_json=details_json
-            )
-            conn.execute(
-                "INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, "
-                "details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    seq,
-                    draft.request_id,
-                    at,
-                    draft.action,
-                    draft.actor,
-                    draft.from_status,
-                    draft.to_status,
-                    details_json,
-                    prev,
-                    digest,
-                ),
-            )
-            audit.append(committed_entry(draft, seq=seq, at=write.at, prev_hash=prev, hash=digest))
-            prev = digest
-        conn.execute(
-            "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-            (seq, prev),
-        )
+def _append_events(conn: sqlite3.Connection, write: Write, json: RequestJson) -> list[Event]:
+    """Append the write's events; SQLite numbers them."""
     events: list[Event] = []
-    for draft_event in write.events:
-        data = data_of(draft_event.request)
+    for draft in write.events:
         cursor = conn.execute(
             "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)",
-            (draft_event.type, write.at.isoformat(), draft_event.request.id, data),
+            (draft.type, write.at.isoformat(), draft.request.id, json(draft.request)),
         )
         assert cursor.lastrowid is not None
         events.append(
-            Event(
-                seq=cursor.lastrowid,
-                type=draft_event.type,
-                at=write.at,
-                request=draft_event.request,
-            )
+            Event(seq=cursor.lastrowid, type=draft.type, at=write.at, request=draft.request)
         )
+    return events
+
+
+def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
+    """Run one write inside the batch's transaction (and its own savepoint)."""
+    json = RequestJson()
+    if write.insert is not None:
+        _insert_request(conn, write.insert, json)
+    if write.update is not None:
+        _update_request(conn, write.update, json)
+    if write.task is not None:
+        _store_task(conn, write.task)
+    _replace(conn, GRANTS, write.grants)
+    _replace(conn, WEBHOOKS, write.webhooks)
+    _replace(conn, DELIVERIES, write.deliveries)
+    _replace(conn, TOKENS, write.tokens)
+    _replace(conn, SESSIONS, write.sessions)
+    audit = _append_audit(conn, write)
+    events = _append_events(conn, write, json)
     return Committed(events=tuple(events), audit=tuple(audit))
 
 

@@ -1,0 +1,306 @@
+"""How records become table rows and back: the mapping both SQL stores share.
+
+The SQLite and PostgreSQL stores keep the same tables (see their migrations); they differ
+in how they talk to the database (parameter marks, upsert syntax, how events are numbered),
+not in what a row holds. So the columns of each table, the values a record puts in them,
+the SQL that only needs the store's parameter marks, the audit chain's hashing and the
+records read back from rows live here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import TypeAdapter
+
+from signoff.domain.audit import AuditDraft, AuditEntry, committed_entry, entry_hash
+from signoff.domain.events import Event
+from signoff.domain.grants import Grant
+from signoff.domain.jsoncanon import canonical_json
+from signoff.domain.principals import TokenRecord
+from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.sessions import SessionRecord
+from signoff.domain.tasks import Task
+from signoff.domain.webhooks import Delivery, Webhook
+from signoff.store.base import to_micros
+
+__all__ = [
+    "AUDIT_COLUMNS",
+    "DELIVERIES",
+    "GRANTS",
+    "REQUESTS",
+    "SESSIONS",
+    "TASKS",
+    "TOKENS",
+    "WEBHOOKS",
+    "AuditChain",
+    "Marks",
+    "RequestJson",
+    "Table",
+    "audit_entry",
+    "chain_audit",
+    "duplicate_lookups",
+    "event_from_row",
+    "insert_sql",
+    "numbered",
+    "qmarks",
+    "select_sql",
+    "update_sql",
+]
+
+R = TypeVar("R")
+
+Marks = Callable[[int], str]
+"""The store's placeholder for its ``n``-th parameter (numbered from 1)."""
+
+
+def qmarks(n: int) -> str:
+    """SQLite's placeholder: ``?`` whatever its position."""
+    return "?"
+
+
+def numbered(n: int) -> str:
+    """PostgreSQL's placeholder: ``$n``."""
+    return f"${n}"
+
+
+@dataclass(frozen=True)
+class Table(Generic[R]):
+    """A table whose rows hold one kind of record, keyed by ``id`` (its first column)."""
+
+    name: str
+    columns: tuple[str, ...]
+    values: Callable[[R], tuple[object, ...]]
+    """The record's values, one per column, in ``columns`` order."""
+
+    def rows(self, records: Iterable[R]) -> list[tuple[object, ...]]:
+        """Each record's values."""
+        return [self.values(record) for record in records]
+
+
+def _request_values(request: Request) -> tuple[object, ...]:
+    # The row without its data: see RequestJson.row, which adds the data serialized once.
+    call = request if isinstance(request, ApprovalRequest) else None
+    return (
+        request.id,
+        request.kind,
+        request.status,
+        request.session_id,
+        call.tool_name if call else None,
+        call.tool_call_id if call else None,
+        request.requested_by,
+        request.idempotency_key,
+        to_micros(request.created_at),
+        to_micros(request.expires_at) if request.expires_at else None,
+        request.version,
+    )
+
+
+REQUESTS: Table[Request] = Table(
+    "requests",
+    (
+        "id",
+        "kind",
+        "status",
+        "session_id",
+        "tool_name",
+        "tool_call_id",
+        "requested_by",
+        "idempotency_key",
+        "created_us",
+        "expires_us",
+        "version",
+        "data",
+    ),
+    lambda r: RequestJson().row(r),
+)
+"""Its rows are best made by one write's :class:`RequestJson`, which serializes once."""
+TASKS: Table[Task] = Table(
+    "tasks",
+    ("id", "status", "version", "created_us", "data"),
+    lambda t: (t.id, t.status, t.version, to_micros(t.created_at), t.model_dump_json()),
+)
+GRANTS: Table[Grant] = Table(
+    "grants",
+    ("id", "tool_name", "requested_by", "created_us", "data"),
+    lambda g: (g.id, g.tool_name, g.requested_by, to_micros(g.created_at), g.model_dump_json()),
+)
+WEBHOOKS: Table[Webhook] = Table(
+    "webhooks",
+    ("id", "created_us", "data"),
+    lambda w: (w.id, to_micros(w.created_at), w.model_dump_json()),
+)
+DELIVERIES: Table[Delivery] = Table(
+    "deliveries",
+    ("id", "status", "next_attempt_us", "created_us", "event_seq", "data"),
+    lambda d: (
+        d.id,
+        d.status,
+        to_micros(d.next_attempt_at),
+        to_micros(d.created_at),
+        d.event_seq,
+        d.model_dump_json(),
+    ),
+)
+TOKENS: Table[TokenRecord] = Table(
+    "tokens",
+    ("id", "token_hash", "created_us", "data"),
+    lambda t: (t.id, t.token_hash, to_micros(t.created_at), t.model_dump_json()),
+)
+SESSIONS: Table[SessionRecord] = Table(
+    "sessions",
+    ("id", "token_id", "expires_us", "data"),
+    lambda s: (s.id, s.token_id, to_micros(s.expires_at), s.model_dump_json()),
+)
+
+
+class RequestJson:
+    """Serializes each request of one write once: its row and its events carry the same."""
+
+    def __init__(self) -> None:
+        self._dumped: dict[int, str] = {}
+
+    def __call__(self, request: Request) -> str:
+        """The request's JSON."""
+        key = id(request)
+        if key not in self._dumped:
+            self._dumped[key] = RequestAdapter.dump_json(request).decode()
+        return self._dumped[key]
+
+    def row(self, request: Request) -> tuple[object, ...]:
+        """The request's values for :data:`REQUESTS`'s columns."""
+        return (*_request_values(request), self(request))
+
+
+def insert_sql(table: Table[Any], marks: Marks, *, verb: str = "INSERT") -> str:
+    """``INSERT INTO table (columns) VALUES (marks)``; ``verb`` may be SQLite's
+    ``INSERT OR REPLACE``."""
+    places = ", ".join(marks(n) for n in range(1, len(table.columns) + 1))
+    return f"{verb} INTO {table.name} ({', '.join(table.columns)}) VALUES ({places})"
+
+
+def update_sql(table: Table[Any], marks: Marks) -> str:
+    """The conditional update of a versioned record: every column but ``id`` is set from
+    the row's values (after its id), ``WHERE id = <id> AND version = <version - 1>``.
+
+    Its parameters: ``(*row[1:], id, version - 1)``.
+    """
+    columns = table.columns[1:]
+    sets = ", ".join(f"{column} = {marks(n)}" for n, column in enumerate(columns, 1))
+    key = f"id = {marks(len(columns) + 1)} AND version = {marks(len(columns) + 2)}"
+    return f"UPDATE {table.name} SET {sets} WHERE {key}"  # noqa: S608 - fixed names
+
+
+def select_sql(table: str, columns: str, where: Sequence[str], marks: Marks) -> str:
+    """``SELECT columns FROM table WHERE a = <mark> AND b = <mark> ...``."""
+    matches = " AND ".join(f"{column} = {marks(n)}" for n, column in enumerate(where, 1))
+    return f"SELECT {columns} FROM {table} WHERE {matches}"  # noqa: S608 - fixed names
+
+
+def duplicate_lookups(
+    session_id: str,
+    tool_call_id: str | None,
+    requested_by: str,
+    idempotency_key: str | None,
+) -> list[tuple[tuple[str, ...], tuple[object, ...]]]:
+    """Where a duplicate of a request may be, in the order to look: the columns to match
+    and their values. The same call (session and tool_call_id) first, then the same
+    idempotency key; both only among ``requested_by``'s own requests."""
+    lookups: list[tuple[tuple[str, ...], tuple[object, ...]]] = []
+    if tool_call_id is not None:
+        lookups.append(
+            (
+                ("session_id", "tool_call_id", "requested_by"),
+                (session_id, tool_call_id, requested_by),
+            )
+        )
+    if idempotency_key is not None:
+        lookups.append((("requested_by", "idempotency_key"), (requested_by, idempotency_key)))
+    return lookups
+
+
+AUDIT_COLUMNS = (
+    "seq",
+    "request_id",
+    "at",
+    "action",
+    "actor",
+    "from_status",
+    "to_status",
+    "details",
+    "prev_hash",
+    "hash",
+)
+"""The audit table's columns, in the order :func:`audit_entry` reads them."""
+
+_DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+@dataclass(frozen=True)
+class AuditChain:
+    """A write's audit entries, numbered and chained after the stored head."""
+
+    rows: list[tuple[object, ...]]
+    """One row an entry, in :data:`AUDIT_COLUMNS` order."""
+    entries: list[AuditEntry]
+    seq: int
+    """The new head's seq (the head's, when there are no entries)."""
+    hash: str
+    """The new head's hash (the previous one, when there are no entries)."""
+
+
+def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str) -> AuditChain:
+    """Number ``drafts`` after ``seq`` and link each to the hash before it (``prev``)."""
+    rows: list[tuple[object, ...]] = []
+    entries: list[AuditEntry] = []
+    stamp = at.isoformat()
+    for draft in drafts:
+        seq += 1
+        details_json = canonical_json(draft.details)
+        digest = entry_hash(prev_hash=prev, seq=seq, at=at, draft=draft, details_json=details_json)
+        rows.append(
+            (
+                seq,
+                draft.request_id,
+                stamp,
+                draft.action,
+                draft.actor,
+                draft.from_status,
+                draft.to_status,
+                details_json,
+                prev,
+                digest,
+            )
+        )
+        entries.append(committed_entry(draft, seq=seq, at=at, prev_hash=prev, hash=digest))
+        prev = digest
+    return AuditChain(rows=rows, entries=entries, seq=seq, hash=prev)
+
+
+def audit_entry(row: Sequence[Any]) -> AuditEntry:
+    """The entry a row of :data:`AUDIT_COLUMNS` holds."""
+    return AuditEntry(
+        seq=row[0],
+        request_id=row[1],
+        at=datetime.fromisoformat(row[2]),
+        action=row[3],
+        actor=row[4],
+        from_status=row[5],
+        to_status=row[6],
+        details=_DETAILS.validate_json(row[7]),
+        prev_hash=row[8],
+        hash=row[9],
+    )
+
+
+def event_from_row(row: Sequence[Any]) -> Event:
+    """The event a row of ``seq, type, at, data`` holds."""
+    return Event(
+        seq=row[0],
+        type=row[1],
+        at=datetime.fromisoformat(row[2]),
+        request=RequestAdapter.validate_json(row[3]),
+    )
