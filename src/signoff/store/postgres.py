@@ -28,40 +28,18 @@ from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import SignoffError, StoreUnavailable
+from signoff.store import tables
 from signoff.store.base import (
-    MAX_PAGE,
     Committed,
     DuplicateRequest,
     Page,
     RequestQuery,
     VersionConflict,
     Write,
-    decode_cursor,
-    encode_cursor,
     lapsed_among,
     to_micros,
 )
 from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
-from signoff.store.rows import (
-    AUDIT_COLUMNS,
-    DELIVERIES,
-    GRANTS,
-    REQUESTS,
-    SESSIONS,
-    TASKS,
-    TOKENS,
-    WEBHOOKS,
-    RequestJson,
-    Table,
-    audit_entry,
-    chain_audit,
-    duplicate_lookups,
-    event_from_row,
-    insert_sql,
-    numbered,
-    select_sql,
-    update_sql,
-)
 
 try:
     import asyncpg
@@ -307,33 +285,9 @@ class PostgresStore:
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests newest first, by keyset on (created_us, id)."""
-        limit = max(1, min(query.limit, MAX_PAGE))
-        where: list[str] = []
-        params: list[object] = []
-        for column, value in (
-            ("status", query.status),
-            ("session_id", query.session_id),
-            ("kind", query.kind),
-            ("requested_by", query.requested_by),
-        ):
-            if value is not None:
-                params.append(value)
-                where.append(f"{column} = ${len(params)}")
-        if query.cursor:
-            created_us, request_id = decode_cursor(query.cursor)
-            params += [created_us, request_id]
-            where.append(f"(created_us, id) < (${len(params) - 1}, ${len(params)})")
-        params.append(limit + 1)
-        sql = (
-            "SELECT created_us, id, data FROM requests"  # noqa: S608 - fixed clauses
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + f" ORDER BY created_us DESC, id DESC LIMIT ${len(params)}"
-        )
-        rows = await self._fetch(sql, *params)
-        items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
-        more = len(rows) > limit
-        cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
-        return Page(items=items, next_cursor=cursor)
+        page = tables.request_page_sql(query, tables.numbered)
+        rows = await self._fetch(page.sql, *page.params)
+        return tables.request_page(rows, page.limit)
 
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests past their expiry, oldest expiry first."""
@@ -393,13 +347,13 @@ class PostgresStore:
     ) -> list[AuditEntry]:
         """Audit entries in chain order."""
         rows = await self._fetch(
-            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE seq > $1 "  # noqa: S608
+            f"SELECT {', '.join(tables.AUDIT_COLUMNS)} FROM audit WHERE seq > $1 "  # noqa: S608
             "AND ($2::text IS NULL OR request_id = $2) ORDER BY seq LIMIT $3",
             after_seq,
             request_id,
             limit,
         )
-        return [audit_entry(r) for r in rows]
+        return [tables.audit_entry(r) for r in rows]
 
     async def audit_head(self) -> tuple[int, str] | None:
         """The (seq, hash) kept beside the log; None while the chain is empty."""
@@ -430,7 +384,7 @@ class PostgresStore:
             after_seq,
             limit,
         )
-        return [event_from_row(r) for r in rows]
+        return [tables.event_from_row(r) for r in rows]
 
     async def last_event_seq(self) -> int:
         """The newest committed event's seq (0 when none)."""
@@ -501,31 +455,40 @@ async def _duplicate_row(
     requested_by: str,
     idempotency_key: str | None,
 ) -> tuple[str, str] | None:
-    for where, values in duplicate_lookups(session_id, tool_call_id, requested_by, idempotency_key):
-        row = await conn.fetchrow(select_sql("requests", "id, data", where, numbered), *values)
+    for where, values in tables.duplicate_lookups(
+        session_id, tool_call_id, requested_by, idempotency_key
+    ):
+        row = await conn.fetchrow(
+            tables.select_sql("requests", "id, data", where, tables.numbered), *values
+        )
         if row:
             return str(row[0]), str(row[1])
     return None
 
 
-def _upsert_sql(table: Table[Any]) -> str:
+def _upsert_sql(table: tables.Table[Any]) -> str:
     """Insert a row, or replace every column of the one with its id."""
     replaced = ", ".join(f"{column} = excluded.{column}" for column in table.columns[1:])
-    return f"{insert_sql(table, numbered)} ON CONFLICT (id) DO UPDATE SET {replaced}"
+    return f"{tables.insert_sql(table, tables.numbered)} ON CONFLICT (id) DO UPDATE SET {replaced}"
 
 
 # ON CONFLICT without a target covers the id and both idempotency indexes, and waits for a
 # concurrent insert of the same keys to commit or roll back.
-_INSERT_REQUEST = f"{insert_sql(REQUESTS, numbered)} ON CONFLICT DO NOTHING RETURNING id"
-_UPDATE_REQUEST = f"{update_sql(REQUESTS, numbered)} RETURNING id"
-_INSERT_TASK = f"{insert_sql(TASKS, numbered)} ON CONFLICT (id) DO NOTHING RETURNING id"
-_UPDATE_TASK = f"{update_sql(TASKS, numbered)} RETURNING id"
+_INSERT_REQUEST = (
+    f"{tables.insert_sql(tables.REQUESTS, tables.numbered)} ON CONFLICT DO NOTHING RETURNING id"
+)
+_UPDATE_REQUEST = f"{tables.update_sql(tables.REQUESTS, tables.numbered)} RETURNING id"
+_INSERT_TASK = (
+    f"{tables.insert_sql(tables.TASKS, tables.numbered)} ON CONFLICT (id) DO NOTHING RETURNING id"
+)
+_UPDATE_TASK = f"{tables.update_sql(tables.TASKS, tables.numbered)} RETURNING id"
 _UPSERTS = {
-    table.name: _upsert_sql(table) for table in (GRANTS, WEBHOOKS, DELIVERIES, TOKENS, SESSIONS)
+    table.name: _upsert_sql(table)
+    for table in (tables.GRANTS, tables.WEBHOOKS, tables.DELIVERIES, tables.TOKENS, tables.SESSIONS)
 }
 
 
-async def _upsert(conn: Any, table: Table[_T], records: tuple[_T, ...]) -> None:
+async def _upsert(conn: Any, table: tables.Table[_T], records: tuple[_T, ...]) -> None:
     """Insert ``records`` into ``table``, or replace those already there by id."""
     # In id order, so two writes replacing the same records cannot deadlock each other.
     if records:
@@ -533,7 +496,7 @@ async def _upsert(conn: Any, table: Table[_T], records: tuple[_T, ...]) -> None:
         await conn.executemany(_UPSERTS[table.name], rows)
 
 
-async def _insert_request(conn: Any, request: Request, json: RequestJson) -> None:
+async def _insert_request(conn: Any, request: Request, json: tables.RequestJson) -> None:
     """Insert a new request; DuplicateRequest names the request it would repeat."""
     if await conn.fetchval(_INSERT_REQUEST, *json.row(request)) is not None:
         return
@@ -547,7 +510,7 @@ async def _insert_request(conn: Any, request: Request, json: RequestJson) -> Non
     raise DuplicateRequest(existing[0] if existing else request.id)
 
 
-async def _update_request(conn: Any, request: Request, json: RequestJson) -> None:
+async def _update_request(conn: Any, request: Request, json: tables.RequestJson) -> None:
     """Store a request's next version, if the stored one is the version before it."""
     row = json.row(request)
     if await conn.fetchval(_UPDATE_REQUEST, *row[1:], request.id, request.version - 1) is None:
@@ -556,7 +519,7 @@ async def _update_request(conn: Any, request: Request, json: RequestJson) -> Non
 
 async def _store_task(conn: Any, task: Task) -> None:
     """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    row = TASKS.values(task)
+    row = tables.TASKS.values(task)
     if task.version == 1:
         stored = await conn.fetchval(_INSERT_TASK, *row)
     else:
@@ -623,7 +586,7 @@ def _columns(rows: list[tuple[object, ...]], width: int) -> list[list[object]]:
     return [[row[n] for row in rows] for n in range(width)]
 
 
-async def _append_logs(conn: Any, write: Write, json: RequestJson) -> Committed:
+async def _append_logs(conn: Any, write: Write, json: tables.RequestJson) -> Committed:
     """Chain the write's audit entries and number its events after the head, then store
     them, move the head and notify listeners."""
     # Last, after this write's own rows: whoever holds the head holds no other lock
@@ -633,7 +596,7 @@ async def _append_logs(conn: Any, write: Write, json: RequestJson) -> Committed:
     )
     if head is None:
         raise StoreUnavailable("the log_head row is missing: the schema was damaged")
-    chain = chain_audit(write.audit, write.at, int(head[0]), head[1] or GENESIS_HASH)
+    chain = tables.chain_audit(write.audit, write.at, int(head[0]), head[1] or GENESIS_HASH)
     at = write.at.isoformat()
     event_seq = int(head[2])
     events: list[Event] = []
@@ -646,7 +609,7 @@ async def _append_logs(conn: Any, write: Write, json: RequestJson) -> Committed:
     # instead of four, while this transaction holds the head every writer queues on.
     await conn.execute(
         _APPEND,
-        *_columns(chain.rows, len(AUDIT_COLUMNS)),
+        *_columns(chain.rows, len(tables.AUDIT_COLUMNS)),
         *_columns(event_rows, 5),
         chain.seq,
         chain.hash if chain.rows else head[1],
@@ -660,18 +623,18 @@ async def _append_logs(conn: Any, write: Write, json: RequestJson) -> Committed:
 
 async def _apply(conn: Any, write: Write) -> Committed:
     """Run one write inside its transaction."""
-    json = RequestJson()
+    json = tables.RequestJson()
     if write.insert is not None:
         await _insert_request(conn, write.insert, json)
     if write.update is not None:
         await _update_request(conn, write.update, json)
     if write.task is not None:
         await _store_task(conn, write.task)
-    await _upsert(conn, GRANTS, write.grants)
-    await _upsert(conn, WEBHOOKS, write.webhooks)
-    await _upsert(conn, DELIVERIES, write.deliveries)
-    await _upsert(conn, TOKENS, write.tokens)
-    await _upsert(conn, SESSIONS, write.sessions)
+    await _upsert(conn, tables.GRANTS, write.grants)
+    await _upsert(conn, tables.WEBHOOKS, write.webhooks)
+    await _upsert(conn, tables.DELIVERIES, write.deliveries)
+    await _upsert(conn, tables.TOKENS, write.tokens)
+    await _upsert(conn, tables.SESSIONS, write.sessions)
     if not write.audit and not write.events:
         return Committed()
     return await _append_logs(conn, write, json)

@@ -33,38 +33,16 @@ from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
+from signoff.store import tables
 from signoff.store.base import (
-    MAX_PAGE,
     Committed,
     DuplicateRequest,
     Page,
     RequestQuery,
     VersionConflict,
     Write,
-    decode_cursor,
-    encode_cursor,
     lapsed_among,
     to_micros,
-)
-from signoff.store.rows import (
-    AUDIT_COLUMNS,
-    DELIVERIES,
-    GRANTS,
-    REQUESTS,
-    SESSIONS,
-    TASKS,
-    TOKENS,
-    WEBHOOKS,
-    RequestJson,
-    Table,
-    audit_entry,
-    chain_audit,
-    duplicate_lookups,
-    event_from_row,
-    insert_sql,
-    qmarks,
-    select_sql,
-    update_sql,
 )
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 
@@ -366,35 +344,11 @@ class SQLiteStore:
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests newest first, by keyset on (created_us, id)."""
-        limit = max(1, min(query.limit, MAX_PAGE))
-        where: list[str] = []
-        params: list[object] = []
-        for column, value in (
-            ("status", query.status),
-            ("session_id", query.session_id),
-            ("kind", query.kind),
-            ("requested_by", query.requested_by),
-        ):
-            if value is not None:
-                where.append(f"{column} = ?")
-                params.append(value)
-        if query.cursor:
-            created_us, request_id = decode_cursor(query.cursor)
-            where.append("(created_us, id) < (?, ?)")
-            params += [created_us, request_id]
-        sql = (
-            "SELECT created_us, id, data FROM requests"  # noqa: S608
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY created_us DESC, id DESC LIMIT ?"
-        )
-        params.append(limit + 1)
+        page = tables.request_page_sql(query, tables.qmarks)
 
         def q(conn: sqlite3.Connection) -> Page:
-            rows = conn.execute(sql, params).fetchall()
-            items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
-            more = len(rows) > limit
-            cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
-            return Page(items=items, next_cursor=cursor)
+            rows = conn.execute(page.sql, page.params).fetchall()
+            return tables.request_page(rows, page.limit)
 
         return await self._read(q)
 
@@ -494,7 +448,7 @@ class SQLiteStore:
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
         """Audit entries in chain order (the order they are stored in)."""
-        sql = f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit WHERE seq > ?"  # noqa: S608
+        sql = f"SELECT {', '.join(tables.AUDIT_COLUMNS)} FROM audit WHERE seq > ?"  # noqa: S608
         params: list[object] = [after_seq]
         if request_id is not None:
             sql += " AND request_id = ?"
@@ -505,7 +459,7 @@ class SQLiteStore:
             params.append(limit)
 
         def q(conn: sqlite3.Connection) -> list[AuditEntry]:
-            return [audit_entry(r) for r in conn.execute(sql, params)]
+            return [tables.audit_entry(r) for r in conn.execute(sql, params)]
 
         return await self._read(q)
 
@@ -538,7 +492,7 @@ class SQLiteStore:
                 "SELECT seq, type, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             )
-            return [event_from_row(r) for r in rows]
+            return [tables.event_from_row(r) for r in rows]
 
         return await self._read(q)
 
@@ -645,26 +599,32 @@ def _duplicate_row(
     requested_by: str,
     idempotency_key: str | None,
 ) -> tuple[str, str] | None:
-    for where, values in duplicate_lookups(session_id, tool_call_id, requested_by, idempotency_key):
-        row = conn.execute(select_sql("requests", "id, data", where, qmarks), values).fetchone()
+    for where, values in tables.duplicate_lookups(
+        session_id, tool_call_id, requested_by, idempotency_key
+    ):
+        row = conn.execute(
+            tables.select_sql("requests", "id, data", where, tables.qmarks), values
+        ).fetchone()
         if row:
             return str(row[0]), str(row[1])
     return None
 
 
-_INSERT_REQUEST = insert_sql(REQUESTS, qmarks)
-_UPDATE_REQUEST = update_sql(REQUESTS, qmarks)
-_INSERT_TASK = insert_sql(TASKS, qmarks)
-_UPDATE_TASK = update_sql(TASKS, qmarks)
+_INSERT_REQUEST = tables.insert_sql(tables.REQUESTS, tables.qmarks)
+_UPDATE_REQUEST = tables.update_sql(tables.REQUESTS, tables.qmarks)
+_INSERT_TASK = tables.insert_sql(tables.TASKS, tables.qmarks)
+_UPDATE_TASK = tables.update_sql(tables.TASKS, tables.qmarks)
 
 
-def _replace(conn: sqlite3.Connection, table: Table[T], records: tuple[T, ...]) -> None:
+def _replace(conn: sqlite3.Connection, table: tables.Table[T], records: tuple[T, ...]) -> None:
     """Insert ``records`` into ``table``, or replace those already there by id."""
     if records:
-        conn.executemany(insert_sql(table, qmarks, verb="INSERT OR REPLACE"), table.rows(records))
+        conn.executemany(
+            tables.insert_sql(table, tables.qmarks, verb="INSERT OR REPLACE"), table.rows(records)
+        )
 
 
-def _insert_request(conn: sqlite3.Connection, request: Request, json: RequestJson) -> None:
+def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
     """Insert a new request; DuplicateRequest names the request it would repeat."""
     tool_call_id = request.tool_call_id if isinstance(request, ApprovalRequest) else None
     existing = _duplicate_row(
@@ -678,7 +638,7 @@ def _insert_request(conn: sqlite3.Connection, request: Request, json: RequestJso
         raise DuplicateRequest(request.id) from None
 
 
-def _update_request(conn: sqlite3.Connection, request: Request, json: RequestJson) -> None:
+def _update_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
     """Store a request's next version, if the stored one is the version before it."""
     row = json.row(request)
     cursor = conn.execute(_UPDATE_REQUEST, (*row[1:], request.id, request.version - 1))
@@ -688,7 +648,7 @@ def _update_request(conn: sqlite3.Connection, request: Request, json: RequestJso
 
 def _store_task(conn: sqlite3.Connection, task: Task) -> None:
     """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    row = TASKS.values(task)
+    row = tables.TASKS.values(task)
     if task.version == 1:
         try:
             conn.execute(_INSERT_TASK, row)
@@ -708,10 +668,10 @@ def _append_audit(conn: sqlite3.Connection, write: Write) -> list[AuditEntry]:
         return []
     head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
     seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
-    chain = chain_audit(write.audit, write.at, seq, prev)
+    chain = tables.chain_audit(write.audit, write.at, seq, prev)
     conn.executemany(
-        f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) "  # noqa: S608 - fixed columns
-        f"VALUES ({', '.join('?' * len(AUDIT_COLUMNS))})",
+        f"INSERT INTO audit ({', '.join(tables.AUDIT_COLUMNS)}) "  # noqa: S608 - fixed columns
+        f"VALUES ({', '.join('?' * len(tables.AUDIT_COLUMNS))})",
         chain.rows,
     )
     conn.execute(
@@ -722,7 +682,7 @@ def _append_audit(conn: sqlite3.Connection, write: Write) -> list[AuditEntry]:
     return chain.entries
 
 
-def _append_events(conn: sqlite3.Connection, write: Write, json: RequestJson) -> list[Event]:
+def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[Event]:
     """Append the write's events; SQLite numbers them."""
     events: list[Event] = []
     for draft in write.events:
@@ -739,18 +699,18 @@ def _append_events(conn: sqlite3.Connection, write: Write, json: RequestJson) ->
 
 def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
     """Run one write inside the batch's transaction (and its own savepoint)."""
-    json = RequestJson()
+    json = tables.RequestJson()
     if write.insert is not None:
         _insert_request(conn, write.insert, json)
     if write.update is not None:
         _update_request(conn, write.update, json)
     if write.task is not None:
         _store_task(conn, write.task)
-    _replace(conn, GRANTS, write.grants)
-    _replace(conn, WEBHOOKS, write.webhooks)
-    _replace(conn, DELIVERIES, write.deliveries)
-    _replace(conn, TOKENS, write.tokens)
-    _replace(conn, SESSIONS, write.sessions)
+    _replace(conn, tables.GRANTS, write.grants)
+    _replace(conn, tables.WEBHOOKS, write.webhooks)
+    _replace(conn, tables.DELIVERIES, write.deliveries)
+    _replace(conn, tables.TOKENS, write.tokens)
+    _replace(conn, tables.SESSIONS, write.sessions)
     audit = _append_audit(conn, write)
     events = _append_events(conn, write, json)
     return Committed(events=tuple(events), audit=tuple(audit))

@@ -1,4 +1,4 @@
-"""How records become table rows and back: the mapping both SQL stores share.
+"""The tables both SQL stores keep, and how records become their rows and back.
 
 The SQLite and PostgreSQL stores keep the same tables (see their migrations); they differ
 in how they talk to the database (parameter marks, upsert syntax, how events are numbered),
@@ -25,7 +25,14 @@ from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task
 from signoff.domain.webhooks import Delivery, Webhook
-from signoff.store.base import to_micros
+from signoff.store.base import (
+    MAX_PAGE,
+    Page,
+    RequestQuery,
+    decode_cursor,
+    encode_cursor,
+    to_micros,
+)
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -38,6 +45,7 @@ __all__ = [
     "WEBHOOKS",
     "AuditChain",
     "Marks",
+    "PageSQL",
     "RequestJson",
     "Table",
     "audit_entry",
@@ -47,6 +55,8 @@ __all__ = [
     "insert_sql",
     "numbered",
     "qmarks",
+    "request_page",
+    "request_page_sql",
     "select_sql",
     "update_sql",
 ]
@@ -220,6 +230,52 @@ def duplicate_lookups(
     if idempotency_key is not None:
         lookups.append((("requested_by", "idempotency_key"), (requested_by, idempotency_key)))
     return lookups
+
+
+@dataclass(frozen=True)
+class PageSQL:
+    """The statement for one page of requests, its parameters and the page's size."""
+
+    sql: str
+    params: list[object]
+    limit: int
+    """The page's size: the statement asks for one row more, to tell if another follows."""
+
+
+def request_page_sql(query: RequestQuery, marks: Marks) -> PageSQL:
+    """Requests matching ``query``, newest first, by keyset on (created_us, id)."""
+    limit = max(1, min(query.limit, MAX_PAGE))
+    where: list[str] = []
+    params: list[object] = []
+    for column, value in (
+        ("status", query.status),
+        ("session_id", query.session_id),
+        ("kind", query.kind),
+        ("requested_by", query.requested_by),
+    ):
+        if value is not None:
+            params.append(value)
+            where.append(f"{column} = {marks(len(params))}")
+    if query.cursor:
+        created_us, request_id = decode_cursor(query.cursor)
+        params += [created_us, request_id]
+        where.append(f"(created_us, id) < ({marks(len(params) - 1)}, {marks(len(params))})")
+    params.append(limit + 1)
+    sql = (
+        "SELECT created_us, id, data FROM requests"  # noqa: S608 - fixed clauses
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + f" ORDER BY created_us DESC, id DESC LIMIT {marks(len(params))}"
+    )
+    return PageSQL(sql=sql, params=params, limit=limit)
+
+
+def request_page(rows: Sequence[Sequence[Any]], limit: int) -> Page:
+    """The page that rows of ``created_us, id, data`` (one more than ``limit`` when
+    another page follows) make."""
+    items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
+    more = len(rows) > limit
+    cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
+    return Page(items=items, next_cursor=cursor)
 
 
 AUDIT_COLUMNS = (
