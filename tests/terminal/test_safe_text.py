@@ -1,4 +1,4 @@
-"""signoff.cli.safe_text: agent text with its controls and bidi marks made visible."""
+"""signoff.terminal.safe_text: agent text with its controls and bidi marks made visible."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import unicodedata
 
 import pytest
 
-from signoff.cli.safe_text import HIDDEN_RANGES, dumps_visible, visible, visible_json
+from signoff.terminal.safe_text import HIDDEN_RANGES, dumps_visible, visible, visible_json
 
 NASTY = "delete_prod_database\x1b[2K\rread_file\x1b]0;pwned\x07\u202eevil\x9b31m\x7f\u200b\ufeff"
 

@@ -19,9 +19,9 @@ from signoff.cli.context import (
     local_principal,
     run,
 )
-from signoff.cli.render import audit_table
-from signoff.cli.safe_text import visible
 from signoff.domain.principals import Role
+from signoff.terminal.render import audit_table
+from signoff.terminal.safe_text import visible
 
 __all__ = ["register"]
 

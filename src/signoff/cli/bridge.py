@@ -17,10 +17,10 @@ import typer
 from signoff.backends import Backend
 from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import DbOption, err_console, fail, run
-from signoff.cli.safe_text import visible
 from signoff.domain.principals import Principal
 from signoff.errors import NotAllowed, StoreUnavailable, Unauthenticated
 from signoff.store.base import RequestQuery
+from signoff.terminal.safe_text import visible
 
 __all__ = ["opencode", "register"]
 

@@ -17,13 +17,13 @@ import typer
 from pydantic import JsonValue
 from rich.console import Console
 
-from signoff.cli.safe_text import visible
 from signoff.config import default_db_url, local_user, open_store
 from signoff.domain.policies import Policy
 from signoff.domain.previews import FileReader
 from signoff.domain.principals import Principal
 from signoff.errors import CallerError, SignoffError
 from signoff.service import Service
+from signoff.terminal.safe_text import visible
 
 __all__ = [
     "EXIT_CALLER",

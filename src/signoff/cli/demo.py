@@ -18,9 +18,9 @@ from typing import Annotated, Any
 import typer
 
 from signoff.cli.context import console, fail, open_service, run
-from signoff.cli.safe_text import visible
 from signoff.cli.serve import check_port_free, ensure_admin_token, preview_root_for
 from signoff.domain.principals import Principal
+from signoff.terminal.safe_text import visible
 
 __all__ = ["DEMO_PROMPTS", "register"]
 

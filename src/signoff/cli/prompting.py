@@ -1,7 +1,7 @@
 """Plain prompts for one request: a numbered menu, y/n with a reason, one line per question.
 
 Agent text (tool name, prompt, options, questions) is shown through
-:func:`~signoff.cli.safe_text.visible`: its controls and bidi marks are escaped.
+:func:`~signoff.terminal.safe_text.visible`: its controls and bidi marks are escaped.
 
 No full screen, so it works over ssh and in scripts: the lines come from a reader that is
 the terminal when there is one and standard input otherwise. At a terminal a bad answer
@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, assert_never
 
-from signoff.cli.safe_text import visible
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision
+from signoff.terminal.safe_text import visible
 
 __all__ = ["Asker", "ask_decision", "terminal_asker"]
 

@@ -17,19 +17,19 @@ from signoff.cli.context import (
     run,
 )
 from signoff.cli.prompting import ask_decision, terminal_asker
-from signoff.cli.render import (
+from signoff.domain.decisions import Scope
+from signoff.domain.principals import Principal
+from signoff.domain.requests import RequestAdapter, RequestKind, Status
+from signoff.errors import StoreUnavailable
+from signoff.store.base import RequestQuery
+from signoff.terminal.render import (
     decision_json,
     event_line,
     json_text,
     request_panel,
     requests_table,
 )
-from signoff.cli.safe_text import visible_json
-from signoff.domain.decisions import Scope
-from signoff.domain.principals import Principal
-from signoff.domain.requests import RequestAdapter, RequestKind, Status
-from signoff.errors import StoreUnavailable
-from signoff.store.base import RequestQuery
+from signoff.terminal.safe_text import visible_json
 
 __all__ = ["register"]
 

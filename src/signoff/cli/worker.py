@@ -19,10 +19,10 @@ import typer
 from signoff.cli.backend import ServerOption, TokenOption, open_backend
 from signoff.cli.context import DbOption, console, err_console, fail, run
 from signoff.cli.loading import load_object
-from signoff.cli.safe_text import visible
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.executor import Executor, ToolRegistry
+from signoff.terminal.safe_text import visible
 
 __all__ = ["load_registry", "register", "worker"]
 

@@ -12,23 +12,27 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from signoff.cli.safe_text import dumps_visible, visible, visible_json
 from signoff.domain.audit import AuditEntry
 from signoff.domain.events import Event
 from signoff.domain.previews import origin_label
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
+from signoff.terminal.safe_text import dumps_visible, visible, visible_json
 
 __all__ = [
+    "STATUS_STYLE",
     "audit_table",
     "decision_json",
+    "diff_text",
     "event_line",
     "json_text",
+    "request_details",
     "request_panel",
     "requests_table",
     "summary",
 ]
 
-_MAX_ARG_LINES = 40
+PANEL_ARG_LINES = 40
+"""How many lines of arguments ``signoff show`` prints before pointing to ``--json``."""
 
 STATUS_STYLE = {
     "pending": "yellow",
@@ -85,17 +89,48 @@ def requests_table(requests: list[Request]) -> Table:
     return table
 
 
-def _args_syntax(args: object) -> Syntax:
+def _args_syntax(args: object, max_lines: int | None) -> Syntax:
     text = dumps_visible(args, indent=2, sort_keys=True)
     lines = text.splitlines()
-    if len(lines) > _MAX_ARG_LINES:
-        hidden = len(lines) - _MAX_ARG_LINES
-        text = "\n".join([*lines[:_MAX_ARG_LINES], f"... {hidden} more lines (use --json)"])
+    if max_lines is not None and len(lines) > max_lines:
+        hidden = len(lines) - max_lines
+        text = "\n".join([*lines[:max_lines], f"... {hidden} more lines (use --json)"])
     return Syntax(text, "json", word_wrap=True)
 
 
+def diff_text(diff: str) -> Text:
+    """A unified diff as plain text: removed lines red, added lines green, hunks cyan."""
+    out = Text()
+    for line in diff.splitlines() or ["(no change)"]:
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
+
+
 def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> RenderableType:
-    """Everything a person needs to decide: the call, its diff, grant, votes, history."""
+    """``signoff show``: the request's details and its audit trail, in a panel."""
+    parts: list[RenderableType] = [request_details(request, max_arg_lines=PANEL_ARG_LINES)]
+    if audit:
+        parts += [Text("audit", style="bold"), audit_table(audit)]
+    return Panel(Group(*parts), title=Text(f"{request.kind} request"), expand=False)
+
+
+def request_details(request: Request, *, max_arg_lines: int | None = None) -> Group:
+    """Everything a person needs to decide: the call, its diff, grant, votes, decision.
+
+    The terminal inbox's detail pane and ``signoff show`` both show this; ``max_arg_lines``
+    cuts long arguments (None shows them all).
+    """
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
@@ -134,7 +169,10 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
         ]
     if isinstance(request, ApprovalRequest):
         tool = visible(request.tool_name, multiline=False)
-        parts += [Text(f"tool: {tool}", style="bold"), _args_syntax(request.tool_args)]
+        parts += [
+            Text(f"tool: {tool}", style="bold"),
+            _args_syntax(request.tool_args, max_arg_lines),
+        ]
         if request.preview is not None:
             title = f"diff of {visible(request.preview.path, multiline=False)}" + (
                 f" ({origin_label(request.preview)})" if origin_label(request.preview) else ""
@@ -142,12 +180,11 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
             parts.append(Text(title, style="bold"))
             if request.preview.note:
                 parts.append(Text(visible(request.preview.note), style="yellow"))
-            diff = visible(request.preview.diff) or "(no change)"
-            parts.append(Syntax(diff, "diff", word_wrap=True))
+            parts.append(diff_text(visible(request.preview.diff)))
         if request.approved_args is not None and request.approved_args != request.tool_args:
             parts += [
                 Text("approved (edited) args", style="bold"),
-                _args_syntax(request.approved_args),
+                _args_syntax(request.approved_args, max_arg_lines),
             ]
         if request.args_digest:
             parts.append(Text(f"grant digest: {request.args_digest}"))
@@ -186,9 +223,7 @@ def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> Re
                 )
             )
         )
-    if audit:
-        parts += [Text("audit", style="bold"), audit_table(audit)]
-    return Panel(Group(*parts), title=Text(f"{request.kind} request"), expand=False)
+    return Group(*parts)
 
 
 def audit_table(entries: list[AuditEntry]) -> Table:

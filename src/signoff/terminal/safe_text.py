@@ -20,7 +20,7 @@ __all__ = ["HIDDEN_RANGES", "dumps_visible", "visible", "visible_json"]
 # (non-)joiners and spaces, word joiner, BOM, soft hyphen, tags...), Cs (lone surrogates), Zl
 # and Zp (line and paragraph separators), plus the invisible fillers of other categories
 # (combining grapheme joiner, Hangul and Khmer fillers). Written out rather than computed
-# from unicodedata at import (half a second per command); tests/cli/test_safe_text.py
+# from unicodedata at import (half a second per command); tests/terminal/test_safe_text.py
 # checks it covers every Cc, Cf, Cs, Zl and Zp character this Python knows.
 HIDDEN_RANGES: tuple[tuple[int, int], ...] = (
     (0x0000, 0x001F),

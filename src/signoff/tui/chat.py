@@ -8,7 +8,7 @@ while it waits for input, and whichever decides first wins; the loser is told. D
 typed here go through the backend as the local person, so they are on the record.
 
 What the model wrote (its text, tool names, arguments) is shown with its control and bidi
-characters as visible escapes (:mod:`signoff.cli.safe_text`): a model steered by what it
+characters as visible escapes (:mod:`signoff.terminal.safe_text`): a model steered by what it
 read can be as hostile as any agent.
 """
 
@@ -24,9 +24,9 @@ from pydantic import JsonValue
 
 from signoff.backends import Backend
 from signoff.chat import ChatSession, Pause, TerminalAnswer, decide_here, wait_decided
-from signoff.cli.safe_text import dumps_visible, visible
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidTransition, SignoffError
+from signoff.terminal.safe_text import dumps_visible, visible
 
 try:
     from pydantic_ai import DeferredToolRequests

@@ -5,14 +5,13 @@ decision a request allows, batch approve / reject, and a history view. It works 
 :class:`signoff.backends.Backend`, so the same app runs on a database or against a server.
 
 Everything an agent sent is rendered as plain :class:`rich.text.Text`, never as markup,
-with its control and bidi characters shown as escapes (:mod:`signoff.cli.safe_text`).
+with its control and bidi characters shown as escapes (:mod:`signoff.terminal.safe_text`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from pydantic import JsonValue
@@ -27,16 +26,14 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the terminal inbox needs Textual: pip install 'signoff[tui]'") from exc
 
-from rich.console import Group, RenderableType
 from rich.text import Text
 
 from signoff.backends import Backend
-from signoff.cli.render import STATUS_STYLE, summary
-from signoff.cli.safe_text import dumps_visible, visible
-from signoff.domain.previews import origin_label
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision, SignoffError
 from signoff.store.base import RequestQuery
+from signoff.terminal.render import STATUS_STYLE, request_details, summary
+from signoff.terminal.safe_text import dumps_visible, visible
 
 __all__ = [
     "AnswerScreen",
@@ -46,7 +43,6 @@ __all__ = [
     "InboxApp",
     "InboxDialog",
     "ReasonScreen",
-    "detail_view",
     "parse_choice",
 ]
 
@@ -75,128 +71,10 @@ KEYS: tuple[tuple[str, str], ...] = (
 """The help screen's table; the footer shows the same keys."""
 
 
-def _when(at: datetime | None) -> str:
-    return at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
-
-
 def _pretty(value: object) -> str:
     # JSON escapes for hidden characters: shown visibly, and the editor's text parses back
     # to exactly the value sent
     return dumps_visible(value, indent=2, sort_keys=True)
-
-
-def _diff_text(diff: str) -> Text:
-    """A unified diff, removed lines red and added lines green."""
-    out = Text()
-    for line in diff.splitlines() or ["(no change)"]:
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        else:
-            style = ""
-        out.append(line + "\n", style=style)
-    out.rstrip()
-    return out
-
-
-def _heading(text: str) -> Text:
-    return Text(text, style="bold underline")
-
-
-def _expiry(request: Request, now: datetime) -> str | None:
-    if request.expires_at is None:
-        return None
-    left = int((request.expires_at - now).total_seconds())
-    when = f"in {left}s" if left > 0 else "due now"
-    return f"{_when(request.expires_at)} ({when}), then {request.on_expire}"
-
-
-def detail_view(request: Request, now: datetime | None = None) -> RenderableType:
-    """Everything a person needs to decide one request, as plain text (never markup)."""
-    now = now or datetime.now(UTC)
-    head = Text()
-
-    def row(label: str, value: str | None, style: str = "") -> None:
-        if value:
-            head.append(f"{label:<13}", style="bold")
-            head.append(visible(value, multiline=False) + "\n", style=style)
-
-    row("id", request.id)
-    row("status", request.status, STATUS_STYLE[request.status])
-    row("kind", request.kind)
-    row("session", request.session_id)
-    row("requested by", request.requested_by)
-    row("created", _when(request.created_at))
-    row("expires", _expiry(request, now) if request.status == "pending" else None)
-    row("policy", request.policy_note)
-    if request.approvers or request.quorum > 1:
-        row("approvers", ", ".join(request.approvers) or "any approver")
-        row("votes", f"{len(request.votes)} of {request.quorum} approvals")
-    row("allowed", ", ".join(request.allowed_decisions))
-    if isinstance(request, ApprovalRequest) and not request.editable:
-        row("edits", "not allowed: approve as proposed or reject")
-    head.rstrip()
-    parts: list[RenderableType] = [head]
-    if isinstance(request, ApprovalRequest):
-        tool = visible(request.tool_name, multiline=False)
-        parts += [_heading(f"tool: {tool}"), Text(_pretty(request.tool_args))]
-        if request.preview is not None:
-            origin = origin_label(request.preview)
-            new = f" ({origin})" if origin else ""
-            path = visible(request.preview.path, multiline=False)
-            parts.append(_heading(f"diff of {path}{new}"))
-            if request.preview.note:
-                parts.append(Text(visible(request.preview.note), style="yellow"))
-            parts.append(_diff_text(visible(request.preview.diff)))
-        if request.approved_args is not None and request.approved_args != request.tool_args:
-            parts += [_heading("approved (edited) args"), Text(_pretty(request.approved_args))]
-        if request.result is not None:
-            outcome = "ok" if request.result.ok else f"failed: {request.result.error}"
-            ran = visible(f"{outcome} {json.dumps(request.result.result)}")
-            parts += [_heading("result"), Text(ran)]
-    elif isinstance(request, ChoiceRequest):
-        parts += [_heading("prompt"), Text(visible(request.prompt)), _heading("options")]
-        parts += [
-            Text(f"  {n}. {visible(option, multiline=False)}")
-            for n, option in enumerate(request.options, 1)
-        ]
-        mode = "several options (1,3)" if request.multi_select else "one option"
-        parts.append(
-            Text(f"choose {mode}" + (", or type free text" if request.allow_other else ""))
-        )
-    elif isinstance(request, QuestionsRequest):
-        if request.prompt:
-            parts += [_heading("prompt"), Text(visible(request.prompt))]
-        parts.append(_heading("questions"))
-        for n, q in enumerate(request.questions, 1):
-            asked = visible(q.text, multiline=False)
-            parts.append(Text(f"  {n}. {asked}" + (" (required)" if q.required else "")))
-    if request.context is not None:
-        parts += [_heading("context"), Text(_pretty(request.context))]
-    if request.grant_id:
-        parts.append(Text(f"approved by standing grant {request.grant_id}", style="green"))
-    for vote in request.votes:
-        by = visible(vote.decided_by, multiline=False)
-        parts.append(Text(f"approval by {by} at {_when(vote.decided_at)}"))
-    if request.decision is not None:
-        d = request.decision
-        said = d.decision.model_dump(mode="json", exclude={"type"}, exclude_none=True)
-        parts += [
-            _heading("decision"),
-            Text(
-                visible(
-                    f"{d.decision.type} by {d.decided_by} ({d.via}) at {_when(d.decided_at)}"
-                    + (f": {json.dumps(said, ensure_ascii=False)}" if said else ""),
-                    multiline=False,
-                )
-            ),
-        ]
-    return Group(*parts)
 
 
 def _row(request: Request, *, selected: bool, history: bool) -> Text:
@@ -564,7 +442,7 @@ class InboxApp(App[None]):
             empty = "no decided requests yet" if self.history else "nothing awaits you"
             detail.update(Text(empty, style="dim"))
         else:
-            detail.update(detail_view(request))
+            detail.update(request_details(request))
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         """Show the highlighted request in the detail pane."""

@@ -1,7 +1,7 @@
 // Building DOM nodes. Every string becomes a text node: agent-supplied text is never parsed as HTML,
 // and its control, bidi and invisible format characters are shown as escapes (visible()).
 
-// The twin of signoff.cli.safe_text: controls (C0, DEL, C1), format characters (bidi
+// The twin of signoff.terminal.safe_text: controls (C0, DEL, C1), format characters (bidi
 // embeddings, overrides, isolates and marks, zero-width characters, BOM, tags...), lone
 // surrogates, line and paragraph separators, and the invisible fillers.
 const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\u034F\u115F\u1160\u17B4\u17B5\u2065\u3164\uFFA0\u{E0000}-\u{E007F}]/gu;
