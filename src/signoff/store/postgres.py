@@ -347,7 +347,7 @@ class PostgresStore:
     ) -> list[AuditEntry]:
         """Audit entries in chain order."""
         rows = await self._fetch(
-            f"SELECT {', '.join(tables.AUDIT_COLUMNS)} FROM audit WHERE seq > $1 "  # noqa: S608
+            f"SELECT {tables.AUDIT.column_list} FROM audit WHERE seq > $1 "  # noqa: S608
             "AND ($2::text IS NULL OR request_id = $2) ORDER BY seq LIMIT $3",
             after_seq,
             request_id,
@@ -512,8 +512,8 @@ async def _insert_request(conn: Any, request: Request, json: tables.RequestJson)
 
 async def _update_request(conn: Any, request: Request, json: tables.RequestJson) -> None:
     """Store a request's next version, if the stored one is the version before it."""
-    row = json.row(request)
-    if await conn.fetchval(_UPDATE_REQUEST, *row[1:], request.id, request.version - 1) is None:
+    values = tables.update_values(json.row(request), request.version)
+    if await conn.fetchval(_UPDATE_REQUEST, *values) is None:
         raise VersionConflict(request.id)
 
 
@@ -523,7 +523,7 @@ async def _store_task(conn: Any, task: Task) -> None:
     if task.version == 1:
         stored = await conn.fetchval(_INSERT_TASK, *row)
     else:
-        stored = await conn.fetchval(_UPDATE_TASK, *row[1:], task.id, task.version - 1)
+        stored = await conn.fetchval(_UPDATE_TASK, *tables.update_values(row, task.version))
     if stored is None:
         raise VersionConflict(task.id)
     request_ids = list(dict.fromkeys(task.request_ids))
@@ -609,7 +609,7 @@ async def _append_logs(conn: Any, write: Write, json: tables.RequestJson) -> Com
     # instead of four, while this transaction holds the head every writer queues on.
     await conn.execute(
         _APPEND,
-        *_columns(chain.rows, len(tables.AUDIT_COLUMNS)),
+        *_columns(chain.rows, len(tables.AUDIT.columns)),
         *_columns(event_rows, 5),
         chain.seq,
         chain.hash if chain.rows else head[1],

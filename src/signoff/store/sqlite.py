@@ -448,7 +448,7 @@ class SQLiteStore:
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
     ) -> list[AuditEntry]:
         """Audit entries in chain order (the order they are stored in)."""
-        sql = f"SELECT {', '.join(tables.AUDIT_COLUMNS)} FROM audit WHERE seq > ?"  # noqa: S608
+        sql = f"SELECT {tables.AUDIT.column_list} FROM audit WHERE seq > ?"  # noqa: S608
         params: list[object] = [after_seq]
         if request_id is not None:
             sql += " AND request_id = ?"
@@ -640,8 +640,8 @@ def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.Req
 
 def _update_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
     """Store a request's next version, if the stored one is the version before it."""
-    row = json.row(request)
-    cursor = conn.execute(_UPDATE_REQUEST, (*row[1:], request.id, request.version - 1))
+    values = tables.update_values(json.row(request), request.version)
+    cursor = conn.execute(_UPDATE_REQUEST, values)
     if cursor.rowcount != 1:
         raise VersionConflict(request.id)
 
@@ -654,7 +654,7 @@ def _store_task(conn: sqlite3.Connection, task: Task) -> None:
             conn.execute(_INSERT_TASK, row)
         except sqlite3.IntegrityError:
             raise VersionConflict(task.id) from None
-    elif conn.execute(_UPDATE_TASK, (*row[1:], task.id, task.version - 1)).rowcount != 1:
+    elif conn.execute(_UPDATE_TASK, tables.update_values(row, task.version)).rowcount != 1:
         raise VersionConflict(task.id)
     conn.executemany(
         "INSERT OR REPLACE INTO task_requests (request_id, task_id) VALUES (?, ?)",
@@ -669,11 +669,7 @@ def _append_audit(conn: sqlite3.Connection, write: Write) -> list[AuditEntry]:
     head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
     seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
     chain = tables.chain_audit(write.audit, write.at, seq, prev)
-    conn.executemany(
-        f"INSERT INTO audit ({', '.join(tables.AUDIT_COLUMNS)}) "  # noqa: S608 - fixed columns
-        f"VALUES ({', '.join('?' * len(tables.AUDIT_COLUMNS))})",
-        chain.rows,
-    )
+    conn.executemany(tables.insert_sql(tables.AUDIT, tables.qmarks), chain.rows)
     conn.execute(
         "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
         "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",

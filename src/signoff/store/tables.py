@@ -35,7 +35,7 @@ from signoff.store.base import (
 )
 
 __all__ = [
-    "AUDIT_COLUMNS",
+    "AUDIT",
     "DELIVERIES",
     "GRANTS",
     "REQUESTS",
@@ -59,6 +59,7 @@ __all__ = [
     "request_page_sql",
     "select_sql",
     "update_sql",
+    "update_values",
 ]
 
 R = TypeVar("R")
@@ -79,12 +80,17 @@ def numbered(n: int) -> str:
 
 @dataclass(frozen=True)
 class Table(Generic[R]):
-    """A table whose rows hold one kind of record, keyed by ``id`` (its first column)."""
+    """A table whose rows hold one kind of record, keyed by its first column (``id``)."""
 
     name: str
     columns: tuple[str, ...]
     values: Callable[[R], tuple[object, ...]]
     """The record's values, one per column, in ``columns`` order."""
+
+    @property
+    def column_list(self) -> str:
+        """The columns, comma-separated, for a statement."""
+        return ", ".join(self.columns)
 
     def rows(self, records: Iterable[R]) -> list[tuple[object, ...]]:
         """Each record's values."""
@@ -189,19 +195,25 @@ def insert_sql(table: Table[Any], marks: Marks, *, verb: str = "INSERT") -> str:
     """``INSERT INTO table (columns) VALUES (marks)``; ``verb`` may be SQLite's
     ``INSERT OR REPLACE``."""
     places = ", ".join(marks(n) for n in range(1, len(table.columns) + 1))
-    return f"{verb} INTO {table.name} ({', '.join(table.columns)}) VALUES ({places})"
+    return f"{verb} INTO {table.name} ({table.column_list}) VALUES ({places})"
 
 
 def update_sql(table: Table[Any], marks: Marks) -> str:
     """The conditional update of a versioned record: every column but ``id`` is set from
     the row's values (after its id), ``WHERE id = <id> AND version = <version - 1>``.
 
-    Its parameters: ``(*row[1:], id, version - 1)``.
+    Its parameters: :func:`update_values`.
     """
     columns = table.columns[1:]
     sets = ", ".join(f"{column} = {marks(n)}" for n, column in enumerate(columns, 1))
     key = f"id = {marks(len(columns) + 1)} AND version = {marks(len(columns) + 2)}"
     return f"UPDATE {table.name} SET {sets} WHERE {key}"  # noqa: S608 - fixed names
+
+
+def update_values(row: tuple[object, ...], version: int) -> tuple[object, ...]:
+    """The parameters of :func:`update_sql` that store ``row`` as ``version``: the row's
+    values after its id, then its id and the version it replaces."""
+    return (*row[1:], row[0], version - 1)
 
 
 def select_sql(table: str, columns: str, where: Sequence[str], marks: Marks) -> str:
@@ -278,19 +290,24 @@ def request_page(rows: Sequence[Sequence[Any]], limit: int) -> Page:
     return Page(items=items, next_cursor=cursor)
 
 
-AUDIT_COLUMNS = (
-    "seq",
-    "request_id",
-    "at",
-    "action",
-    "actor",
-    "from_status",
-    "to_status",
-    "details",
-    "prev_hash",
-    "hash",
+AUDIT: Table[tuple[object, ...]] = Table(
+    "audit",
+    (
+        "seq",
+        "request_id",
+        "at",
+        "action",
+        "actor",
+        "from_status",
+        "to_status",
+        "details",
+        "prev_hash",
+        "hash",
+    ),
+    lambda row: row,
 )
-"""The audit table's columns, in the order :func:`audit_entry` reads them."""
+"""The audit chain: its rows are made by :func:`chain_audit`, keyed by ``seq``, and read
+back by :func:`audit_entry`."""
 
 _DETAILS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
@@ -300,7 +317,7 @@ class AuditChain:
     """A write's audit entries, numbered and chained after the stored head."""
 
     rows: list[tuple[object, ...]]
-    """One row an entry, in :data:`AUDIT_COLUMNS` order."""
+    """One row an entry, in :data:`AUDIT`'s column order."""
     entries: list[AuditEntry]
     seq: int
     """The new head's seq (the head's, when there are no entries)."""
@@ -337,7 +354,7 @@ def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str)
 
 
 def audit_entry(row: Sequence[Any]) -> AuditEntry:
-    """The entry a row of :data:`AUDIT_COLUMNS` holds."""
+    """The entry a row of :data:`AUDIT` holds."""
     return AuditEntry(
         seq=row[0],
         request_id=row[1],
