@@ -32,7 +32,10 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(
 @settings(
     max_examples=30,
     deadline=None,
-    suppress_health_check=list(HealthCheck),
+    # too_slow times data generation by the wall clock: on a loaded two-core runner, bodies
+    # for the larger schemas can take longer, and a test must not fail on timing. Every
+    # other health check (filtering too much, too large examples...) stays on.
+    suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
 )
 def test_no_input_makes_a_server_error(case: schemathesis.Case) -> None:  # type: ignore[type-arg]
