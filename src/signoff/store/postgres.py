@@ -229,6 +229,15 @@ class PostgresStore:
     async def _fetchrow(self, sql: str, *args: object) -> Any:
         return await self._read(lambda pool: pool.fetchrow(sql, *args))
 
+    async def _one(self, parse: Callable[[Any], _T], sql: str, *args: object) -> _T | None:
+        """The record the first row's one column holds, or None."""
+        row = await self._fetchrow(sql, *args)
+        return parse(row[0]) if row else None
+
+    async def _all(self, parse: Callable[[Any], _T], sql: str, *args: object) -> list[_T]:
+        """The records the rows' one column holds."""
+        return [parse(r[0]) for r in await self._fetch(sql, *args)]
+
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
@@ -261,8 +270,9 @@ class PostgresStore:
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
-        row = await self._fetchrow("SELECT data FROM requests WHERE id = $1", request_id)
-        return RequestAdapter.validate_json(row[0]) if row else None
+        return await self._one(
+            RequestAdapter.validate_json, "SELECT data FROM requests WHERE id = $1", request_id
+        )
 
     async def find_duplicate(
         self,
@@ -291,13 +301,13 @@ class PostgresStore:
 
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests past their expiry, oldest expiry first."""
-        rows = await self._fetch(
+        return await self._all(
+            RequestAdapter.validate_json,
             "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
             "AND expires_us <= $1 ORDER BY expires_us LIMIT $2",
             to_micros(now),
             limit,
         )
-        return [RequestAdapter.validate_json(r[0]) for r in rows]
 
     async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
         """Executing calls whose claim's lease ended, oldest lease first."""
@@ -307,40 +317,47 @@ class PostgresStore:
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant, or None."""
-        row = await self._fetchrow("SELECT data FROM grants WHERE id = $1", grant_id)
-        return Grant.model_validate_json(row[0]) if row else None
+        return await self._one(
+            Grant.model_validate_json, "SELECT data FROM grants WHERE id = $1", grant_id
+        )
 
     async def list_grants(
         self, *, tool_name: str | None = None, requested_by: str | None = None
     ) -> list[Grant]:
         """Grants, newest first."""
-        rows = await self._fetch(
+        return await self._all(
+            Grant.model_validate_json,
             "SELECT data FROM grants WHERE ($1::text IS NULL OR tool_name = $1) "
             "AND ($2::text IS NULL OR requested_by = $2) ORDER BY created_us DESC, id DESC",
             tool_name,
             requested_by,
         )
-        return [Grant.model_validate_json(r[0]) for r in rows]
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""
-        row = await self._fetchrow("SELECT data FROM tokens WHERE token_hash = $1", token_hash)
-        return TokenRecord.model_validate_json(row[0]) if row else None
+        return await self._one(
+            TokenRecord.model_validate_json,
+            "SELECT data FROM tokens WHERE token_hash = $1",
+            token_hash,
+        )
 
     async def get_token(self, token_id: str) -> TokenRecord | None:
         """The token with this id, or None."""
-        row = await self._fetchrow("SELECT data FROM tokens WHERE id = $1", token_id)
-        return TokenRecord.model_validate_json(row[0]) if row else None
+        return await self._one(
+            TokenRecord.model_validate_json, "SELECT data FROM tokens WHERE id = $1", token_id
+        )
 
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
-        rows = await self._fetch("SELECT data FROM tokens ORDER BY created_us, id")
-        return [TokenRecord.model_validate_json(r[0]) for r in rows]
+        return await self._all(
+            TokenRecord.model_validate_json, "SELECT data FROM tokens ORDER BY created_us, id"
+        )
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The inbox session, or None."""
-        row = await self._fetchrow("SELECT data FROM sessions WHERE id = $1", session_id)
-        return SessionRecord.model_validate_json(row[0]) if row else None
+        return await self._one(
+            SessionRecord.model_validate_json, "SELECT data FROM sessions WHERE id = $1", session_id
+        )
 
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
@@ -393,59 +410,62 @@ class PostgresStore:
 
     async def list_webhooks(self) -> list[Webhook]:
         """Webhook endpoints, oldest first."""
-        rows = await self._fetch("SELECT data FROM webhooks ORDER BY created_us, id")
-        return [Webhook.model_validate_json(r[0]) for r in rows]
+        return await self._all(
+            Webhook.model_validate_json, "SELECT data FROM webhooks ORDER BY created_us, id"
+        )
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         """One delivery, or None."""
-        row = await self._fetchrow("SELECT data FROM deliveries WHERE id = $1", delivery_id)
-        return Delivery.model_validate_json(row[0]) if row else None
+        return await self._one(
+            Delivery.model_validate_json, "SELECT data FROM deliveries WHERE id = $1", delivery_id
+        )
 
     async def list_deliveries(
         self, *, status: DeliveryStatus | None = None, limit: int = 100
     ) -> list[Delivery]:
         """Deliveries, newest first."""
-        rows = await self._fetch(
+        return await self._all(
+            Delivery.model_validate_json,
             "SELECT data FROM deliveries WHERE ($1::text IS NULL OR status = $1) "
             "ORDER BY created_us DESC, event_seq DESC, id DESC LIMIT $2",
             status,
             limit,
         )
-        return [Delivery.model_validate_json(r[0]) for r in rows]
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
         """Pending deliveries whose next attempt is due, oldest first, in event order."""
-        rows = await self._fetch(
+        return await self._all(
+            Delivery.model_validate_json,
             "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= $1 "
             "ORDER BY next_attempt_us, event_seq, id LIMIT $2",
             to_micros(now),
             limit,
         )
-        return [Delivery.model_validate_json(r[0]) for r in rows]
 
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""
-        row = await self._fetchrow("SELECT data FROM tasks WHERE id = $1", task_id)
-        return Task.model_validate_json(row[0]) if row else None
+        return await self._one(
+            Task.model_validate_json, "SELECT data FROM tasks WHERE id = $1", task_id
+        )
 
     async def find_task(self, request_id: str) -> Task | None:
         """The task that filed this request, or None."""
-        row = await self._fetchrow(
+        return await self._one(
+            Task.model_validate_json,
             "SELECT t.data FROM task_requests AS r JOIN tasks AS t ON t.id = r.task_id "
             "WHERE r.request_id = $1",
             request_id,
         )
-        return Task.model_validate_json(row[0]) if row else None
 
     async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
         """Tasks, newest first by (created_us, id)."""
-        rows = await self._fetch(
+        return await self._all(
+            Task.model_validate_json,
             "SELECT data FROM tasks WHERE ($1::text IS NULL OR status = $1) "
             "ORDER BY created_us DESC, id DESC LIMIT $2",
             status,
             limit,
         )
-        return [Task.model_validate_json(r[0]) for r in rows]
 
 
 async def _duplicate_row(

@@ -311,6 +311,23 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot read {self.path}: {exc}") from None
 
+    def _lookup_one(self, parse: Callable[[Any], T], sql: str, *params: object) -> T | None:
+        """The record the first row's one column holds, looked up on the caller's thread."""
+
+        def q(conn: sqlite3.Connection) -> T | None:
+            row = conn.execute(sql, params).fetchone()
+            return parse(row[0]) if row else None
+
+        return self._lookup(q)
+
+    def _lookup_all(self, parse: Callable[[Any], T], sql: str, *params: object) -> list[T]:
+        """The records the rows' one column holds, looked up on the caller's thread."""
+        return self._lookup(lambda conn: [parse(r[0]) for r in conn.execute(sql, params)])
+
+    async def _read_all(self, parse: Callable[[Any], T], sql: str, *params: object) -> list[T]:
+        """The records the rows' one column holds, read in the reader pool."""
+        return await self._read(lambda conn: [parse(r[0]) for r in conn.execute(sql, params)])
+
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
@@ -319,12 +336,9 @@ class SQLiteStore:
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
-
-        def q(conn: sqlite3.Connection) -> Request | None:
-            row = conn.execute("SELECT data FROM requests WHERE id = ?", (request_id,)).fetchone()
-            return RequestAdapter.validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            RequestAdapter.validate_json, "SELECT data FROM requests WHERE id = ?", request_id
+        )
 
     async def find_duplicate(
         self,
@@ -354,16 +368,13 @@ class SQLiteStore:
 
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests past their expiry, oldest expiry first."""
-
-        def q(conn: sqlite3.Connection) -> list[Request]:
-            rows = conn.execute(
-                "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
-                "AND expires_us <= ? ORDER BY expires_us LIMIT ?",
-                (to_micros(now), limit),
-            ).fetchall()
-            return [RequestAdapter.validate_json(r[0]) for r in rows]
-
-        return await self._read(q)
+        return await self._read_all(
+            RequestAdapter.validate_json,
+            "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
+            "AND expires_us <= ? ORDER BY expires_us LIMIT ?",
+            to_micros(now),
+            limit,
+        )
 
     async def lapsed_claims(self, now: datetime, limit: int = 100) -> list[Request]:
         """Executing calls whose claim's lease ended, oldest lease first."""
@@ -377,12 +388,9 @@ class SQLiteStore:
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant, or None."""
-
-        def q(conn: sqlite3.Connection) -> Grant | None:
-            row = conn.execute("SELECT data FROM grants WHERE id = ?", (grant_id,)).fetchone()
-            return Grant.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            Grant.model_validate_json, "SELECT data FROM grants WHERE id = ?", grant_id
+        )
 
     async def list_grants(
         self, *, tool_name: str | None = None, requested_by: str | None = None
@@ -400,49 +408,33 @@ class SQLiteStore:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY created_us DESC, id DESC"
         )
-
-        def q(conn: sqlite3.Connection) -> list[Grant]:
-            return [Grant.model_validate_json(r[0]) for r in conn.execute(sql, params)]
-
-        return self._lookup(q)
+        return self._lookup_all(Grant.model_validate_json, sql, *params)
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""
-
-        def q(conn: sqlite3.Connection) -> TokenRecord | None:
-            row = conn.execute(
-                "SELECT data FROM tokens WHERE token_hash = ?", (token_hash,)
-            ).fetchone()
-            return TokenRecord.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            TokenRecord.model_validate_json,
+            "SELECT data FROM tokens WHERE token_hash = ?",
+            token_hash,
+        )
 
     async def get_token(self, token_id: str) -> TokenRecord | None:
         """The token with this id, or None."""
-
-        def q(conn: sqlite3.Connection) -> TokenRecord | None:
-            row = conn.execute("SELECT data FROM tokens WHERE id = ?", (token_id,)).fetchone()
-            return TokenRecord.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            TokenRecord.model_validate_json, "SELECT data FROM tokens WHERE id = ?", token_id
+        )
 
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens, oldest first."""
-
-        def q(conn: sqlite3.Connection) -> list[TokenRecord]:
-            rows = conn.execute("SELECT data FROM tokens ORDER BY created_us, id")
-            return [TokenRecord.model_validate_json(r[0]) for r in rows]
-
-        return await self._read(q)
+        return await self._read_all(
+            TokenRecord.model_validate_json, "SELECT data FROM tokens ORDER BY created_us, id"
+        )
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The inbox session, or None."""
-
-        def q(conn: sqlite3.Connection) -> SessionRecord | None:
-            row = conn.execute("SELECT data FROM sessions WHERE id = ?", (session_id,)).fetchone()
-            return SessionRecord.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            SessionRecord.model_validate_json, "SELECT data FROM sessions WHERE id = ?", session_id
+        )
 
     async def list_audit(
         self, *, request_id: str | None = None, after_seq: int = 0, limit: int | None = None
@@ -506,23 +498,15 @@ class SQLiteStore:
 
     async def list_webhooks(self) -> list[Webhook]:
         """Webhook endpoints, oldest first."""
-
-        def q(conn: sqlite3.Connection) -> list[Webhook]:
-            rows = conn.execute("SELECT data FROM webhooks ORDER BY created_us, id")
-            return [Webhook.model_validate_json(r[0]) for r in rows]
-
-        return self._lookup(q)
+        return self._lookup_all(
+            Webhook.model_validate_json, "SELECT data FROM webhooks ORDER BY created_us, id"
+        )
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
         """One delivery, or None."""
-
-        def q(conn: sqlite3.Connection) -> Delivery | None:
-            row = conn.execute(
-                "SELECT data FROM deliveries WHERE id = ?", (delivery_id,)
-            ).fetchone()
-            return Delivery.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            Delivery.model_validate_json, "SELECT data FROM deliveries WHERE id = ?", delivery_id
+        )
 
     async def list_deliveries(
         self, *, status: DeliveryStatus | None = None, limit: int = 100
@@ -530,66 +514,50 @@ class SQLiteStore:
         """Deliveries, newest first."""
         where = "WHERE status = ? " if status is not None else ""
         params: list[object] = [status] if status is not None else []
-
-        def q(conn: sqlite3.Connection) -> list[Delivery]:
-            rows = conn.execute(
-                f"SELECT data FROM deliveries {where}"  # noqa: S608 - a fixed clause
-                "ORDER BY created_us DESC, event_seq DESC, id DESC LIMIT ?",
-                [*params, limit],
-            )
-            return [Delivery.model_validate_json(r[0]) for r in rows]
-
-        return await self._read(q)
+        return await self._read_all(
+            Delivery.model_validate_json,
+            f"SELECT data FROM deliveries {where}"  # noqa: S608 - a fixed clause
+            "ORDER BY created_us DESC, event_seq DESC, id DESC LIMIT ?",
+            *params,
+            limit,
+        )
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
         """Pending deliveries whose next attempt is due, oldest first, in event order."""
-
-        def q(conn: sqlite3.Connection) -> list[Delivery]:
-            rows = conn.execute(
-                "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= ? "
-                "ORDER BY next_attempt_us, event_seq, id LIMIT ?",
-                (to_micros(now), limit),
-            )
-            return [Delivery.model_validate_json(r[0]) for r in rows]
-
-        return await self._read(q)
+        return await self._read_all(
+            Delivery.model_validate_json,
+            "SELECT data FROM deliveries WHERE status = 'pending' AND next_attempt_us <= ? "
+            "ORDER BY next_attempt_us, event_seq, id LIMIT ?",
+            to_micros(now),
+            limit,
+        )
 
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""
-
-        def q(conn: sqlite3.Connection) -> Task | None:
-            row = conn.execute("SELECT data FROM tasks WHERE id = ?", (task_id,)).fetchone()
-            return Task.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            Task.model_validate_json, "SELECT data FROM tasks WHERE id = ?", task_id
+        )
 
     async def find_task(self, request_id: str) -> Task | None:
         """The task that filed this request, or None."""
-
-        def q(conn: sqlite3.Connection) -> Task | None:
-            row = conn.execute(
-                "SELECT t.data FROM task_requests AS r JOIN tasks AS t ON t.id = r.task_id "
-                "WHERE r.request_id = ?",
-                (request_id,),
-            ).fetchone()
-            return Task.model_validate_json(row[0]) if row else None
-
-        return self._lookup(q)
+        return self._lookup_one(
+            Task.model_validate_json,
+            "SELECT t.data FROM task_requests AS r JOIN tasks AS t ON t.id = r.task_id "
+            "WHERE r.request_id = ?",
+            request_id,
+        )
 
     async def list_tasks(self, *, status: TaskStatus | None = None, limit: int = 100) -> list[Task]:
         """Tasks, newest first by (created_us, id)."""
         where = "WHERE status = ? " if status is not None else ""
         params: list[object] = [status] if status is not None else []
-
-        def q(conn: sqlite3.Connection) -> list[Task]:
-            rows = conn.execute(
-                f"SELECT data FROM tasks {where}"  # noqa: S608 - a fixed clause
-                "ORDER BY created_us DESC, id DESC LIMIT ?",
-                [*params, limit],
-            )
-            return [Task.model_validate_json(r[0]) for r in rows]
-
-        return await self._read(q)
+        return await self._read_all(
+            Task.model_validate_json,
+            f"SELECT data FROM tasks {where}"  # noqa: S608 - a fixed clause
+            "ORDER BY created_us DESC, id DESC LIMIT ?",
+            *params,
+            limit,
+        )
 
 
 def _duplicate_row(
