@@ -1,75 +1,22 @@
-"""The ``signoff`` command, run as a real subprocess on a real SQLite file."""
+"""The request commands (``submit``, ``pending``, ``show``, ``approve``, ``wait``...).
+
+Each test runs ``signoff`` as a real subprocess on a real SQLite file."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from signoff.domain.principals import Principal
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
+from tests.cli.running import Run, submit
 
 WORKER = Principal(name="worker", role="admin")
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """An environment with its own database, no global policy and a known user."""
-    config = tmp_path / "config"
-    config.mkdir()
-    return {
-        **os.environ,
-        "SIGNOFF_DB": f"sqlite:///{tmp_path / 'signoff.db'}",
-        "XDG_CONFIG_HOME": str(config),
-        "SIGNOFF_USER": "alice",
-        "COLUMNS": "200",
-    }
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A working directory with no tools.toml of its own."""
-    directory = tmp_path / "project"
-    directory.mkdir()
-    return directory
-
-
-@pytest.fixture
-def cli(env: dict[str, str], project: Path) -> Run:
-    """Run ``signoff ARGS`` and return the finished process."""
-
-    def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "signoff", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=project,
-            timeout=timeout,
-            check=False,
-        )
-
-    return run
-
-
-def submit(cli: Run, *extra: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Submit a shell call without waiting and return the printed JSON."""
-    done = cli("submit", "--tool", "shell", "--args", json.dumps(args or {"command": "ls"}), *extra)
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def test_submit_then_pending_show_and_approve(cli: Run) -> None:
@@ -220,49 +167,6 @@ def test_policy_deny_and_allow_decide_at_submit(cli: Run, project: Path) -> None
     assert broken.stderr.startswith("error: ") and "need_aproval" in broken.stderr
     refused = cli("submit", "--tool", "shell")
     assert refused.returncode == 3 and "Traceback" not in refused.stderr
-
-
-def test_session_grant_approves_later_calls_until_revoked(cli: Run) -> None:
-    """approve --scope session approves later calls of that tool at submit; revoke stops it."""
-    first = submit(cli, "--session", "s1")
-    assert cli("approve", first["id"], "--scope", "session").returncode == 0
-    second = submit(cli, "--session", "s1", args={"command": "pwd"})
-    assert second["status"] == "approved"
-    other_session = submit(cli, "--session", "s2")
-    assert other_session["status"] == "pending"
-    grants = cli("grants", "list")
-    grant_id = next(w for w in grants.stdout.split() if w.startswith("grt_"))
-    assert cli("grants", "revoke", grant_id).returncode == 0
-    assert submit(cli, "--session", "s1")["status"] == "pending"
-    audit = cli("audit", "log", "--request", second["id"])
-    assert "grant" in audit.stdout
-
-
-def test_audit_verify_detects_an_edited_entry(cli: Run, tmp_path: Path) -> None:
-    """audit verify passes on an honest log and fails, naming the entry, after an edit."""
-    request = submit(cli)
-    cli("approve", request["id"])
-    ok = cli("audit", "verify")
-    assert ok.returncode == 0 and "ok" in ok.stdout
-    with sqlite3.connect(tmp_path / "signoff.db") as db:
-        db.execute("UPDATE audit SET actor = 'mallory' WHERE seq = 2")
-    db.close()
-    broken = cli("audit", "verify")
-    assert broken.returncode != 0
-    assert "entry 2" in broken.stderr
-
-
-def test_token_create_prints_once_and_stores_only_a_hash(cli: Run, tmp_path: Path) -> None:
-    """The token is printed, its hash stored, and the token itself appears nowhere in the file."""
-    done = cli("token", "create", "ci-bot", "--role", "agent")
-    assert done.returncode == 0, done.stderr
-    token = done.stdout.strip()
-    assert token.startswith("so_") and len(token) > 40
-    raw = b"".join(p.read_bytes() for p in tmp_path.glob("signoff.db*"))
-    assert token.encode() not in raw
-    listed = cli("token", "list")
-    assert "ci-bot" in listed.stdout and token not in listed.stdout
-    assert cli("token", "create", "x", "--role", "wizard").returncode == 64
 
 
 def test_choice_and_questions_from_the_command_line(cli: Run, tmp_path: Path) -> None:
