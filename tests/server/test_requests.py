@@ -1,29 +1,14 @@
-"""Every endpoint of the public contract and its error paths, in process."""
+"""The requests endpoints (file, list, decide, wait, claim, report, cancel) and their errors."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 
 from signoff.server.app import API
+from tests.server.calls import CALL, create
 from tests.server.conftest import MakeClient
-
-CALL: dict[str, Any] = {
-    "session_id": "s1",
-    "tool_name": "shell",
-    "tool_args": {"command": "ls"},
-    "tool_call_id": "call-1",
-}
-
-
-async def create(client: httpx.AsyncClient, **over: Any) -> dict[str, Any]:
-    """POST a request and return its JSON."""
-    response = await client.post(f"{API}/requests", json={**CALL, **over})
-    assert response.status_code in (200, 201), response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 async def test_healthz_needs_no_token_and_everything_else_does(agent: httpx.AsyncClient) -> None:
@@ -212,40 +197,3 @@ async def test_malformed_input_is_422_naming_the_field(agent: httpx.AsyncClient)
     assert extra.status_code == 422 and "surprise" in extra.json()["detail"]
     long = await agent.post(f"{API}/requests", json={**CALL, "session_id": "x" * 5000})
     assert long.status_code == 422 and "session_id" in long.json()["detail"]
-
-
-async def test_body_over_the_cap_is_413(agent: httpx.AsyncClient) -> None:
-    """A body over 1 MiB is refused with 413 before any handler runs."""
-    huge = {**CALL, "tool_args": {"blob": "x" * 1_100_000}}
-    response = await agent.post(f"{API}/requests", json=huge)
-    assert response.status_code == 413
-
-
-async def test_audit_endpoints(
-    agent: httpx.AsyncClient, approver: httpx.AsyncClient, admin: httpx.AsyncClient
-) -> None:
-    """Admins read and verify the chain; others see one request's entries at most."""
-    request = await create(agent)
-    await approver.post(f"{API}/requests/{request['id']}/decision", json={"type": "approve"})
-    mine = (await agent.get(f"{API}/audit", params={"request_id": request["id"]})).json()
-    assert [e["action"] for e in mine["items"]] == ["submit", "decide"]
-    assert (await agent.get(f"{API}/audit")).status_code == 403
-    assert (await approver.get(f"{API}/audit/verify")).status_code == 403
-    verified = (await admin.get(f"{API}/audit/verify")).json()
-    assert verified["ok"] is True and verified["entries"] >= 2
-
-
-async def test_grants_listed_and_revoked(
-    agent: httpx.AsyncClient, approver: httpx.AsyncClient
-) -> None:
-    """A session-scoped approval creates a grant listed over HTTP and revocable there."""
-    request = await create(agent)
-    await approver.post(
-        f"{API}/requests/{request['id']}/decision", json={"type": "approve", "scope": "session"}
-    )
-    grants = (await approver.get(f"{API}/grants")).json()["items"]
-    assert len(grants) == 1
-    assert (await agent.get(f"{API}/grants")).status_code == 403
-    revoked = await approver.post(f"{API}/grants/{grants[0]['id']}/revoke")
-    assert revoked.json()["revoked_by"] == "alice"
-    assert (await approver.post(f"{API}/grants/grt_nope/revoke")).status_code == 404
