@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from signoff.config import ENV_SECRET, exposed_files, secret_file, server_secret
+from signoff.bus.follower import EventLogFollower
+from signoff.bus.local import LocalBus
+from signoff.config import (
+    ENV_SECRET,
+    exposed_files,
+    follower_for,
+    open_store,
+    secret_file,
+    server_secret,
+    shared,
+)
 from signoff.errors import InvalidRequest
 
 
@@ -78,3 +88,11 @@ def test_exposed_files_lists_only_what_others_can_read(tmp_path: Path) -> None:
     assert exposed_files(url) == [(db, 0o644), (tmp_path / "x.db-shm", 0o660)]
     (tmp_path / "x.db.secret").chmod(0o604)
     assert (tmp_path / "x.db.secret", 0o604) in exposed_files(url)
+
+
+def test_the_follower_is_chosen_beside_the_store(tmp_path: Path) -> None:
+    """A SQLite file is shared and tailed; the in-memory store is not shared."""
+    sqlite = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    assert shared(sqlite)
+    assert type(follower_for(sqlite, LocalBus())) is EventLogFollower
+    assert not shared(open_store("memory://"))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import JsonValue
 
-from signoff.bus.follower import follower_for
+from signoff.config import follower_for
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event

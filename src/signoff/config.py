@@ -8,22 +8,28 @@ import hashlib
 import os
 import secrets
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
 
+from signoff.bus.follower import EventLogFollower
+from signoff.bus.local import EventBus
 from signoff.errors import InvalidRequest
 from signoff.store.base import Store
+from signoff.store.memory import MemoryStore
 
 __all__ = [
     "ServerSecret",
     "default_db_url",
     "exposed_files",
+    "follower_for",
     "local_user",
     "open_store",
     "secret_file",
     "server_secret",
+    "shared",
 ]
 
 ENV_DB = "SIGNOFF_DB"
@@ -69,6 +75,26 @@ def open_store(url: str) -> Store:
     raise InvalidRequest(
         f"unsupported database URL {url!r}; use sqlite:///path or postgresql://host/db"
     )
+
+
+def shared(store: Store) -> bool:
+    """Whether other processes may write to ``store``: a database, not the in-memory store."""
+    return not isinstance(store, MemoryStore)
+
+
+def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
+    """The follower that suits ``store``: LISTEN/NOTIFY on PostgreSQL, tailing elsewhere.
+
+    Chosen here, beside :func:`open_store`, so the bus knows neither the stores nor their
+    URLs. A :class:`~signoff.store.postgres.PostgresStore` can exist only once its module
+    (and asyncpg) is imported, so a store of any other type never imports them.
+    """
+    postgres = sys.modules.get("signoff.store.postgres")
+    if postgres is not None and isinstance(store, postgres.PostgresStore):
+        from signoff.bus.postgres import PostgresEventFollower
+
+        return PostgresEventFollower(store.dsn, store, bus)
+    return EventLogFollower(store, bus)
 
 
 @dataclass(frozen=True, kw_only=True)

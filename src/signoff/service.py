@@ -21,8 +21,9 @@ from typing import Any, Self
 
 from pydantic import JsonValue, ValidationError
 
-from signoff.bus.follower import EventLogFollower, follower_for, shared
+from signoff.bus.follower import EventLogFollower
 from signoff.bus.local import EventBus, LocalBus
+from signoff.config import follower_for, shared
 from signoff.domain.audit import (
     GENESIS_HASH,
     Anchor,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from signoff.bus.follower import follower_for
 from signoff.bus.local import LocalBus
+from signoff.config import follower_for
 from signoff.service import Service
 from signoff.testing import AGENT, APPROVER
 from tests.conftest import pg_execute

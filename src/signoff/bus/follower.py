@@ -4,7 +4,7 @@ Several processes may share one SQLite file (a server, CLI commands, an agent ho
 ``Service`` in process) or one PostgreSQL database. Each publishes its own commits on its
 own bus; a follower reads the shared event log for what others wrote, so ``wait`` and
 ``watch`` here wake up for decisions made elsewhere. A :class:`~signoff.service.Service`
-on a shared store starts one itself (see :func:`shared`).
+on a shared store starts one itself (:func:`signoff.config.follower_for` chooses it).
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import contextlib
 
 from signoff.bus.local import EventBus
 from signoff.store.base import Store
-from signoff.store.memory import MemoryStore
 
-__all__ = ["EventLogFollower", "follower_for", "shared"]
+__all__ = ["EventLogFollower"]
 
 
 class EventLogFollower:
@@ -58,18 +57,3 @@ class EventLogFollower:
         while True:
             await self.poll_once()
             await asyncio.sleep(self._interval)
-
-
-def shared(store: Store) -> bool:
-    """Whether other processes may write to ``store``: a database, not the in-memory store."""
-    return not isinstance(store, MemoryStore)
-
-
-def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
-    """The follower that suits ``store``: LISTEN/NOTIFY on PostgreSQL, tailing elsewhere."""
-    dsn = getattr(store, "dsn", None)
-    if isinstance(dsn, str) and dsn.startswith(("postgresql:", "postgres:")):
-        from signoff.bus.postgres import PostgresEventFollower
-
-        return PostgresEventFollower(dsn, store, bus)
-    return EventLogFollower(store, bus)
