@@ -26,7 +26,7 @@ import pytest
 
 from signoff.config import secret_file
 from signoff.server.app import API
-from signoff.web.sessions import COOKIE
+from signoff.server.auth import COOKIE
 from tests.serving import Server, free_port, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 

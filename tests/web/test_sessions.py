@@ -20,10 +20,10 @@ from starlette.types import Message, Scope
 from signoff.domain.principals import Role, TokenRecord
 from signoff.domain.sessions import SessionRecord, cookie_mac, hash_session_id, new_session_id
 from signoff.server.app import API, create_app
+from signoff.server.auth import COOKIE, SESSION_MAX_AGE
 from signoff.service import Service
 from signoff.store.base import Write
 from signoff.testing import AGENT, FakeClock
-from signoff.web.sessions import COOKIE, SESSION_MAX_AGE
 
 BASE = "http://signoff.test"
 HOST = "signoff.test"

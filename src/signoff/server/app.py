@@ -21,6 +21,7 @@ from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE, ch
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
 from signoff.preview_root import PreviewRoot
+from signoff.server.auth import cookie_principal
 from signoff.server.deps import API, current_principal, service_of
 from signoff.server.errors import install_error_handlers, status_of
 from signoff.server.events import events_router
@@ -32,7 +33,6 @@ from signoff.server.tasks import tasks_router
 from signoff.service import Service
 from signoff.store.base import MAX_PAGE, RequestQuery
 from signoff.web.routes import SecurityHeaders, static_files, web_router
-from signoff.web.sessions import cookie_principal
 from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
 
 __all__ = ["API", "create_app"]

@@ -21,8 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.domain.principals import DECIDER_ROLES, hash_token
 from signoff.errors import NotAllowed, Unauthenticated
-from signoff.service import Service
-from signoff.web.sessions import (
+from signoff.server.auth import (
     COOKIE,
     SESSION_MAX_AGE,
     WebSession,
@@ -33,6 +32,7 @@ from signoff.web.sessions import (
     read_session,
     session_key,
 )
+from signoff.service import Service
 
 __all__ = ["CSP", "SecurityHeaders", "static_files", "web_router"]
 

@@ -1,4 +1,4 @@
-"""Inbox sign-in: the session cookie, its CSRF token, and where a browser call comes from.
+"""Who is asking in a browser: the inbox's session cookie, its CSRF token, the call's origin.
 
 Signing in with a token opens a session the store keeps (:meth:`Service.sign_in`) and sets
 a cookie ``<session id>.<mac>``: a random id and an HMAC-SHA256 of it keyed with the server
