@@ -33,6 +33,7 @@ from signoff.domain.principals import DECIDER_ROLES, Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, TaskNotFound
+from signoff.hosting import register_host
 from signoff.integrations.pydantic_ai import (
     SignoffGate,
     decided_results,
@@ -445,3 +446,6 @@ class TaskRunner:
             }
         )
         return await self._save(completed, task)
+
+
+register_host(TaskRunner)

@@ -20,6 +20,7 @@ from signoff.domain.text import NoNul, refuse_unstorable
 from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE, check_may_decide
 from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
 from signoff.errors import NotAllowed
+from signoff.hosting import host_agents
 from signoff.preview_root import PreviewRoot
 from signoff.server.auth import cookie_principal
 from signoff.server.deps import API, current_principal, service_of
@@ -426,11 +427,8 @@ def create_app(
     # requests reach this service from agents over HTTP: previews read only inside the
     # operator's preview root, or nothing at all (its in-process default reads anywhere)
     service.confine_previews(preview_root)
-    runner = None
-    if agents:
-        from signoff.integrations.pydantic_ai_tasks import TaskRunner
-
-        runner = TaskRunner(service, agents)
+    # the agents run through the host an integration registers (signoff.hosting)
+    runner = host_agents(service, agents) if agents else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -11,10 +11,8 @@ from signoff.domain.principals import Principal
 from signoff.domain.text import NoNul, refuse_unstorable
 from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
+from signoff.hosting import HostedAgents
 from signoff.server.deps import API, current_principal
-
-if TYPE_CHECKING:
-    from signoff.integrations.pydantic_ai_tasks import TaskRunner
 
 __all__ = ["tasks_router"]
 
@@ -50,8 +48,8 @@ class ResumeBody(BaseModel):
         return refuse_unstorable(data)
 
 
-def _runner(request: Request) -> TaskRunner:
-    runner: TaskRunner | None = getattr(request.app.state, "tasks", None)
+def _runner(request: Request) -> HostedAgents:
+    runner: HostedAgents | None = getattr(request.app.state, "tasks", None)
     if runner is None:
         raise TaskNotFound("this server (no agents are registered: signoff serve --agent)")
     return runner
@@ -71,7 +69,7 @@ def tasks_router() -> APIRouter:
     @router.get("/agents")
     async def agents(request: Request, caller: Caller) -> dict[str, Any]:
         """The agents this server hosts."""
-        runner: TaskRunner | None = getattr(request.app.state, "tasks", None)
+        runner: HostedAgents | None = getattr(request.app.state, "tasks", None)
         return {"items": sorted(runner.agents) if runner is not None else []}
 
     @router.post("/agents/{name}/runs", status_code=201)

@@ -1,0 +1,86 @@
+"""Hosted agents: the interface a server runs agents through, and the integrations behind it.
+
+``signoff serve --agent`` and ``create_app(service, agents=...)`` host agents as durable
+tasks (paused on a request, resumed by a decision). The server knows them only as
+:class:`HostedAgents`; an integration implements it and registers a factory with
+:func:`register_host`, as a third party's would. The built-in one, pydantic-ai's
+``TaskRunner`` (:data:`BUILT_IN`), is loaded by name the first time it is needed, so the
+server imports no agent framework until agents are hosted.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
+
+from pydantic import JsonValue
+
+from signoff.domain.principals import Principal
+from signoff.domain.tasks import Task
+from signoff.service import Service
+
+__all__ = ["BUILT_IN", "Action", "HostFactory", "HostedAgents", "host_agents", "register_host"]
+
+Action = Literal["approve", "reject", "edit"]
+"""What ``POST /tasks/{id}/resume/{request_id}`` does with the request it names."""
+
+BUILT_IN = "signoff.integrations.pydantic_ai_tasks"
+"""The module that registers the built-in host (pydantic-ai agents) when imported."""
+
+
+class HostedAgents(Protocol):
+    """Agents a server runs as durable tasks: what the task routes and the app call."""
+
+    @property
+    def agents(self) -> Mapping[str, object]:
+        """The hosted agents by name."""
+        ...
+
+    async def start(self) -> None:
+        """Pick up unfinished tasks and follow decisions; called when the server starts."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop following; called when the server stops."""
+        ...
+
+    async def run(
+        self, agent_name: str, prompt: str, principal: Principal, session_id: str | None = None
+    ) -> Task:
+        """Start a task and run it until it completes, fails or pauses."""
+        ...
+
+    async def get(self, task_id: str, principal: Principal) -> Task:
+        """A task the principal may see."""
+        ...
+
+    async def resume(
+        self,
+        request_id: str,
+        action: Action,
+        principal: Principal,
+        *,
+        reason: str = "",
+        args: Mapping[str, JsonValue] | None = None,
+    ) -> Task:
+        """Decide one of a paused task's requests and return the task's next state."""
+        ...
+
+
+HostFactory = Callable[[Service, Mapping[str, Any]], HostedAgents]
+"""Builds the host of ``agents`` (name to the framework's agent) over a service."""
+
+_factories: list[HostFactory] = []
+
+
+def register_host(factory: HostFactory) -> None:
+    """Make ``factory`` the one :func:`host_agents` uses (the last registered wins)."""
+    _factories.append(factory)
+
+
+def host_agents(service: Service, agents: Mapping[str, Any]) -> HostedAgents:
+    """The registered host of ``agents``, loading the built-in one if none is registered."""
+    if not _factories:
+        importlib.import_module(BUILT_IN)  # registers itself; ImportError names the extra
+    return _factories[-1](service, agents)
