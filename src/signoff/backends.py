@@ -22,6 +22,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request
 from signoff.domain.submission import NewRequest
+from signoff.domain.tasks import Task
 from signoff.domain.webhooks import Delivery, Webhook
 from signoff.errors import InvalidRequest
 from signoff.eventstream import follow_events
@@ -79,6 +80,8 @@ class Backend(Protocol):
         self, *, status: str | None = None, limit: int = 100
     ) -> list[Delivery]: ...
     async def redeliver(self, delivery_id: str) -> Delivery: ...
+    async def get_task(self, task_id: str) -> Task: ...
+    async def list_tasks(self, *, status: str | None = None, limit: int = 100) -> list[Task]: ...
 
 
 class LocalBackend:
@@ -209,6 +212,14 @@ class LocalBackend:
         from signoff import webhooks  # sending needs httpx (the server extra)
 
         return await webhooks.redeliver(self.service, self.principal, delivery_id)
+
+    async def get_task(self, task_id: str) -> Task:
+        """A task this principal may see (its own; approvers and admins: any)."""
+        return await self.service.get_task(task_id, self.principal)
+
+    async def list_tasks(self, *, status: str | None = None, limit: int = 100) -> list[Task]:
+        """Tasks this principal may see, newest first."""
+        return await self.service.list_tasks(self.principal, status=status, limit=limit)
 
     async def events(
         self, *, since: int | None = None, session_id: str | None = None

@@ -27,7 +27,7 @@ from signoff.domain.clock import Clock, system_clock
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import Request
-from signoff.domain.tasks import PendingCall, Task, new_task_id
+from signoff.domain.tasks import PendingCall, Task
 from signoff.errors import InvalidRequest, InvalidTransition, TaskNotFound
 from signoff.integrations.pydantic_ai import (
     META_KEY,
@@ -36,7 +36,8 @@ from signoff.integrations.pydantic_ai import (
     edit_problem,
     file_deferred,
 )
-from signoff.store.base import Store, Write
+from signoff.service import Service, service_for
+from signoff.store.base import Store
 
 try:
     from pydantic_ai import Agent, DeferredToolRequests, FunctionToolset, ToolDenied
@@ -261,8 +262,8 @@ class ChatSession:
     """The agent that answers."""
     backend: Backend
     """Where the agent files its requests and claims approved calls."""
-    store: Store
-    """Where the session is kept."""
+    store: Store | Service
+    """Where the session is kept: a service, or a store it writes through a service."""
     task: Task
     """The session's record as last stored."""
     policy: Policy
@@ -277,20 +278,16 @@ class ChatSession:
         cls,
         agent: Agent[None, ChatOutput],
         backend: Backend,
-        store: Store,
+        store: Store | Service,
         *,
         user: str,
         policy: Policy | None = None,
         clock: Clock = system_clock,
     ) -> ChatSession:
         """A new session, stored at once so its id can be resumed."""
-        now = clock()
-        task_id = new_task_id()
-        task = Task(
-            id=task_id, agent=CHAT_AGENT, session_id=task_id, user=user, status="Paused",
-            created_at=now, updated_at=now, prompt="",
-        )  # fmt: skip
-        await store.commit(Write(at=now, task=task))
+        task = await service_for(store, clock=clock).create_task(
+            agent=CHAT_AGENT, user=user, status="Paused"
+        )
         return cls(agent, backend, store, task, policy or Policy.load(), clock)
 
     @classmethod
@@ -299,13 +296,16 @@ class ChatSession:
         task_id: str,
         agent: Agent[None, ChatOutput],
         backend: Backend,
-        store: Store,
+        store: Store | Service,
         *,
         policy: Policy | None = None,
         clock: Clock = system_clock,
     ) -> ChatSession:
         """The stored session ``task_id``; TaskNotFound when there is no such chat."""
-        task = await store.get_task(task_id)
+        try:
+            task = await service_for(store, clock=clock).get_task(task_id)
+        except TaskNotFound:
+            task = None
         if task is None or task.agent != CHAT_AGENT:
             raise TaskNotFound(f"chat session {task_id!r}")
         messages = list(ModelMessagesTypeAdapter.validate_json(task.messages))
@@ -412,10 +412,7 @@ class ChatSession:
         pending: tuple[PendingCall, ...] | None = None,
         output: str | None = None,
     ) -> None:
-        now = self.clock()
         update: dict[str, Any] = {
-            "version": self.task.version + 1,
-            "updated_at": now,
             "messages": ModelMessagesTypeAdapter.dump_json(self.messages).decode(),
         }
         if prompt is not None:
@@ -424,6 +421,5 @@ class ChatSession:
             update["pending"] = pending
         if output is not None:
             update["output"] = output
-        task = self.task.model_copy(update=update)
-        await self.store.commit(Write(at=now, task=task))
-        self.task = task
+        tasks = service_for(self.store, clock=self.clock)
+        self.task = await tasks.save_task(self.task.model_copy(update=update))

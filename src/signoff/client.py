@@ -23,6 +23,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.submission import NewRequest
+from signoff.domain.tasks import Task
 from signoff.domain.webhooks import Delivery, Webhook
 from signoff.errors import (
     ArgsMismatch,
@@ -362,6 +363,22 @@ class _Ops:
         )
 
     @staticmethod
+    def get_task(task_id: str) -> _Op[Task]:
+        return _Op("GET", f"{API}/tasks/{task_id}", lambda r: _task(r.json()))
+
+    @staticmethod
+    def list_tasks(status: str | None, limit: int) -> _Op[list[Task]]:
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        return _Op(
+            "GET",
+            f"{API}/tasks",
+            lambda r: [_task(t) for t in r.json()["items"]],
+            params=params,
+        )
+
+    @staticmethod
     def me() -> _Op[Principal]:
         return _Op("GET", f"{API}/me", lambda r: Principal.model_validate(r.json()))
 
@@ -549,6 +566,14 @@ class AsyncClient:
     async def redeliver(self, delivery_id: str) -> Delivery:
         """Send one delivery again now (admins)."""
         return await self._run(_Ops.redeliver(delivery_id))
+
+    async def get_task(self, task_id: str) -> Task:
+        """A hosted task this caller may see (without the agent's stored messages)."""
+        return await self._run(_Ops.get_task(task_id))
+
+    async def list_tasks(self, *, status: str | None = None, limit: int = 100) -> list[Task]:
+        """Hosted tasks this caller may see, newest first."""
+        return await self._run(_Ops.list_tasks(status, limit))
 
     async def events(
         self, *, since: int | None = None, session_id: str | None = None
@@ -754,3 +779,16 @@ class Client:
     def redeliver(self, delivery_id: str) -> Delivery:
         """Send one delivery again now (admins)."""
         return self._run(_Ops.redeliver(delivery_id))
+
+    def get_task(self, task_id: str) -> Task:
+        """A hosted task this caller may see (without the agent's stored messages)."""
+        return self._run(_Ops.get_task(task_id))
+
+    def list_tasks(self, *, status: str | None = None, limit: int = 100) -> list[Task]:
+        """Hosted tasks this caller may see, newest first."""
+        return self._run(_Ops.list_tasks(status, limit))
+
+
+def _task(view: Mapping[str, Any]) -> Task:
+    """A task from the API's view of it (which leaves out the agent's stored messages)."""
+    return Task.model_validate({k: v for k, v in view.items() if k in Task.model_fields})

@@ -50,7 +50,14 @@ from signoff.domain.principals import (
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.sessions import SessionRecord, hash_session_id, new_session_id
 from signoff.domain.submission import NewRequest, build_request, rejected_record
-from signoff.domain.tasks import PendingCall, Task, TaskStatus, may_see_task, new_task_id
+from signoff.domain.tasks import (
+    TASK_TRANSITIONS,
+    PendingCall,
+    Task,
+    TaskStatus,
+    may_see_task,
+    new_task_id,
+)
 from signoff.domain.terms import Terms, settle
 from signoff.domain.transitions import (
     DEFAULT_LEASE,
@@ -765,10 +772,12 @@ class Service:
         self,
         principal: Principal | None = None,
         *,
-        status: TaskStatus | None = None,
+        status: TaskStatus | str | None = None,
         limit: int = 100,
     ) -> list[Task]:
         """Tasks newest first, of one status if given; those ``principal`` may see."""
+        if status is not None and status not in TASK_TRANSITIONS:
+            raise InvalidRequest(f"a task status is one of {', '.join(TASK_TRANSITIONS)}")
         tasks = await self.store.list_tasks(status=status, limit=limit)
         if principal is None:
             return tasks

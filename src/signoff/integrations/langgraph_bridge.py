@@ -47,7 +47,7 @@ from signoff.domain.requests import (
 )
 from signoff.domain.schemas import sendable_schema
 from signoff.domain.submission import NewRequest
-from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
+from signoff.domain.tasks import HistoryItem, PendingCall, Task
 from signoff.errors import (
     InvalidDecision,
     InvalidRequest,
@@ -57,8 +57,8 @@ from signoff.errors import (
 )
 from signoff.integrations.outcomes import denial, edit_note
 from signoff.leases import holding
-from signoff.service import Service
-from signoff.store.base import Store, VersionConflict, Write
+from signoff.service import Service, service_for
+from signoff.store.base import Store
 
 if TYPE_CHECKING:
     from signoff.client import Client
@@ -252,7 +252,7 @@ class LangGraphBridge:
     ``graph`` needs a checkpointer that survives restarts (e.g. ``AsyncSqliteSaver``);
     ``backend`` is a :class:`~signoff.client.AsyncClient`, a blocking ``Client``, another
     backend, or a :class:`~signoff.service.Service` acting as ``principal``; ``store`` holds
-    the Task index (the same database the service uses, or any other signoff store).
+    the Task index (the service, or a signoff store the index is written to through one).
     Interrupts that are neither middleware reviews nor :func:`ask_human` are left alone.
     """
 
@@ -260,7 +260,7 @@ class LangGraphBridge:
         self,
         graph: Pregel[Any, Any, Any, Any],
         backend: Backend | Service | Client,
-        store: Store,
+        store: Store | Service,
         *,
         principal: Principal | None = None,
         user: str | None = None,
@@ -270,6 +270,8 @@ class LangGraphBridge:
         self.graph = graph
         self.backend = as_backend(backend, principal)
         self.store = store
+        self.tasks = service_for(store, clock=clock)
+        """The service that writes the Task index."""
         self.user = user or (principal.name if principal else "agent:langgraph")
         self.expires_in = expires_in
         self.clock = clock
@@ -280,14 +282,14 @@ class LangGraphBridge:
 
     async def waiting(self) -> list[Task]:
         """Every thread paused on signoff requests, from the store (survives restarts)."""
-        tasks = await self.store.list_tasks(status="Paused", limit=10_000)
+        tasks = await self.tasks.list_tasks(status="Paused", limit=10_000)
         return [t for t in tasks if t.agent == AGENT_NAME]
 
     async def task(self, thread_id: str) -> Task | None:
         """The newest index record of this thread, whatever its status."""
         found = [
             t
-            for t in await self.store.list_tasks(limit=10_000)
+            for t in await self.tasks.list_tasks(limit=10_000)
             if t.agent == AGENT_NAME and t.session_id == thread_id
         ]
         return found[0] if found else None
@@ -361,20 +363,22 @@ class LangGraphBridge:
         index = json.dumps([f.model_dump(mode="json") for f in filed])
         if old is not None and old.status == "Paused" and old.messages == index:
             return old
-        now = self.clock()
         if old is None or old.status not in ("Paused", "Running"):
-            task = Task(
-                id=new_task_id(), agent=AGENT_NAME, session_id=thread_id, user=self.user,
-                status="Paused", created_at=now, updated_at=now,
-                prompt=f"LangGraph thread {thread_id}", messages=index, pending=tuple(pending),
-            )  # fmt: skip
-        else:  # after our own resume, or the thread moved on outside the bridge
-            task = old.model_copy(
-                update={"status": "Paused", "messages": index, "pending": tuple(pending),
-                        "version": old.version + 1, "updated_at": now}
-            )  # fmt: skip
-        await self.store.commit(Write(at=now, task=task))
-        return task
+            return await self.tasks.create_task(
+                agent=AGENT_NAME,
+                user=self.user,
+                prompt=f"LangGraph thread {thread_id}",
+                session_id=thread_id,
+                status="Paused",
+                messages=index,
+                pending=tuple(pending),
+            )
+        # after our own resume, or the thread moved on outside the bridge
+        return await self.tasks.save_task(
+            old.model_copy(
+                update={"status": "Paused", "messages": index, "pending": tuple(pending)}
+            )
+        )
 
     async def resume(self, thread_id: str, *, wait: float = 0.0) -> Resumed | None:
         """Resume the thread once every filed request is decided; None while some wait.
@@ -402,16 +406,11 @@ class LangGraphBridge:
                 "file the thread again"
             )
         resume = {f.interrupt_id: self._value(f, live[f.interrupt_id], decided) for f in filed}
-        running = task.model_copy(
-            update={
-                "status": "Running", "version": task.version + 1, "updated_at": self.clock(),
-                "history": (*task.history, *(_history(r, self.clock()) for r in decided.values())),
-            }
-        )  # fmt: skip
-        try:
-            await self.store.commit(Write(at=running.updated_at, task=running))
-        except VersionConflict:
-            raise InvalidTransition(f"thread {thread_id!r} is being resumed elsewhere") from None
+        history = (*task.history, *(_history(r, self.clock()) for r in decided.values()))
+        # only one resumer of a pause wins: the others get the service's InvalidTransition
+        running = await self.tasks.save_task(
+            task.model_copy(update={"status": "Running", "history": history})
+        )
         claimed: list[str] = []
         try:
             await self._claim(decided, claimed)
@@ -660,29 +659,27 @@ class LangGraphBridge:
             paused = await self._file(thread_id, task)
             if paused is not None:
                 return Resumed(task=paused, output=output, interrupts=state.interrupts)
-        now = self.clock()
         if task is None:
-            task = Task(
-                id=new_task_id(), agent=AGENT_NAME, session_id=thread_id, user=self.user,
-                status="Completed", created_at=now, updated_at=now,
+            task = await self.tasks.create_task(
+                agent=AGENT_NAME,
+                user=self.user,
                 prompt=f"LangGraph thread {thread_id}",
-            )  # fmt: skip
+                session_id=thread_id,
+                status="Completed",
+            )
         else:
-            task = task.model_copy(
-                update={"status": "Completed", "pending": (), "version": task.version + 1,
-                        "updated_at": now}
-            )  # fmt: skip
-        await self.store.commit(Write(at=now, task=task))
+            task = await self.tasks.save_task(
+                task.model_copy(update={"status": "Completed", "pending": ()})
+            )
         return Resumed(task=task, output=output, interrupts=state.interrupts)
 
     async def _failed(self, running: Task, exc: BaseException) -> None:
         text = f"{type(exc).__name__}: {exc}"
         item = HistoryItem(kind="error", at=self.clock(), text=text)
         failed = running.model_copy(
-            update={"status": "Failed", "error": text, "version": running.version + 1,
-                    "updated_at": item.at, "history": (*running.history, item)}
-        )  # fmt: skip
-        await self.store.commit(Write(at=item.at, task=failed))
+            update={"status": "Failed", "error": text, "history": (*running.history, item)}
+        )
+        await self.tasks.save_task(failed)
 
 
 _EXECUTED = " Executed instead: "

@@ -68,12 +68,12 @@ from signoff.backends import Backend, as_backend
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.schemas import sendable_schema
-from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
-from signoff.errors import InvalidRequest, InvalidTransition, SignoffError, TaskNotFound
+from signoff.domain.tasks import HistoryItem, PendingCall, Task
+from signoff.errors import InvalidRequest, InvalidTransition, SignoffError
 from signoff.integrations.outcomes import denial, edit_note, wait_decided
 from signoff.leases import holding
-from signoff.service import Service
-from signoff.store.base import Store, VersionConflict, Write
+from signoff.service import Service, service_for
+from signoff.store.base import Store
 
 if TYPE_CHECKING:
     from signoff.client import Client
@@ -426,19 +426,19 @@ def _noting(run_config: RunConfig | None, notes: Callable[[], Mapping[str, str]]
 
 
 class _Keeper:
-    """The run's task record in the store; every change is conditional on its version."""
+    """The run's task record, written by the service; every change is conditional on its version."""
 
     def __init__(
-        self, store: Store, task: Task, serializer: ContextSerializer | None = None
+        self, store: Store | Service, task: Task, serializer: ContextSerializer | None = None
     ) -> None:
-        self.store = store
+        self.tasks = service_for(store)
         self.task = task
         self.serializer = serializer
 
     @classmethod
     async def start(
         cls,
-        store: Store,
+        store: Store | Service,
         agent: Agent[Any],
         prompt: str,
         *,
@@ -446,24 +446,14 @@ class _Keeper:
         user: str,
         serializer: ContextSerializer | None,
     ) -> _Keeper:
-        now = _now()
-        task = Task(
-            id=new_task_id(), agent=task_agent(agent), session_id=session_id, user=user,
-            created_at=now, updated_at=now, prompt=prompt,
-        )  # fmt: skip
-        await store.commit(Write(at=now, task=task))
+        task = await service_for(store).create_task(
+            agent=task_agent(agent), user=user, prompt=prompt, session_id=session_id
+        )
         return cls(store, task, serializer)
 
     async def save(self, **update: Any) -> None:
-        now = _now()
-        task = self.task.model_copy(
-            update={**update, "version": self.task.version + 1, "updated_at": now}
-        )
-        try:
-            await self.store.commit(Write(at=now, task=task))
-        except VersionConflict:
-            raise InvalidTransition(f"task {task.id} was changed by another process") from None
-        self.task = task
+        """Store the changed record (InvalidTransition when another process changed it)."""
+        self.task = await self.tasks.save_task(self.task.model_copy(update=update))
 
     async def pause(
         self, state: RunState[Any, Any], asked: Sequence[tuple[ToolApprovalItem, str]]
@@ -659,7 +649,7 @@ async def run_with_signoff(
     *,
     signoff: Target,
     session_id: str,
-    store: Store | None = None,
+    store: Store | Service | None = None,
     principal: Principal | None = None,
     context: Any = None,
     context_serializer: ContextSerializer | None = None,
@@ -707,7 +697,7 @@ async def resume_with_signoff(
     task_id: str,
     *,
     signoff: Target,
-    store: Store,
+    store: Store | Service,
     principal: Principal | None = None,
     context_serializer: ContextSerializer | None = None,
     context_deserializer: ContextDeserializer | None = None,
@@ -725,9 +715,7 @@ async def resume_with_signoff(
     agent's task (InvalidRequest), one that is not paused or that another process resumes
     first (InvalidTransition).
     """
-    task = await store.get_task(task_id)
-    if task is None:
-        raise TaskNotFound(task_id)
+    task = await service_for(store).get_task(task_id)
     if task.agent != task_agent(agent):
         raise InvalidRequest(f"task {task_id} belongs to {task.agent!r}, not {task_agent(agent)!r}")
     if task.status != "Paused":

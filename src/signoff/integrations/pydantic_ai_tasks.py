@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -29,9 +29,9 @@ from pydantic import JsonValue
 from signoff.backends import LocalBackend
 from signoff.domain.decisions import DecisionRecord
 from signoff.domain.policies import Policy
-from signoff.domain.principals import DECIDER_ROLES, Principal
+from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
+from signoff.domain.tasks import HistoryItem, PendingCall, Task
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, TaskNotFound
 from signoff.hosting import register_host
 from signoff.integrations.pydantic_ai import (
@@ -40,7 +40,6 @@ from signoff.integrations.pydantic_ai import (
     file_deferred,
 )
 from signoff.service import Service
-from signoff.store.base import VersionConflict, Write
 
 try:
     from pydantic_ai import Agent, DeferredToolRequests
@@ -59,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "hosted agent runs need pydantic-ai: pip install 'signoff[pydantic-ai]'"
     ) from exc
 
-__all__ = ["TaskRunner", "task_view"]
+__all__ = ["TaskRunner"]
 
 logger = logging.getLogger("signoff.tasks")
 
@@ -117,24 +116,6 @@ def _decision_item(call: PendingCall, request: Request) -> HistoryItem:
     return HistoryItem(kind="rejection", text=text or request.status, **base)
 
 
-def task_view(task: Task, base_url: str = "") -> dict[str, Any]:
-    """The task as the API shows it; a paused one with what it waits on and where to answer."""
-    out: dict[str, Any] = task.model_dump(mode="json", exclude={"messages"})
-    out["task_id"] = task.id
-    if task.status == "Paused" and task.pending:
-        first = task.pending[0]
-        resume = f"{base_url}/api/v1/resume/{first.request_id}"
-        calls = ", ".join(f"{p.tool_name}({json.dumps(p.args)})" for p in task.pending)
-        out.update(
-            request_id=first.request_id,
-            message=f"The agent is waiting for approval of: {calls}",
-            approval_url=f"{resume}?action=approve",
-            rejection_url=f"{resume}?action=reject",
-            tool_calls=[p.model_dump(mode="json") for p in task.pending],
-        )
-    return out
-
-
 class TaskRunner:
     """Runs registered agents as durable tasks over one service."""
 
@@ -174,13 +155,6 @@ class TaskRunner:
         """The hosted agent, filing requests that record who started its run."""
         return LocalBackend(self.service, self.principal(task.agent), started_by=task.user)
 
-    async def _save(self, task: Task, old: Task | None) -> Task:
-        now = self.service.clock()
-        if old is not None:
-            task = task.model_copy(update={"version": old.version + 1, "updated_at": now})
-        await self.service.store.commit(Write(at=now, task=task))
-        return task
-
     # -- lifecycle ---------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -202,7 +176,7 @@ class TaskRunner:
 
     async def recover(self) -> None:
         """Fail tasks that died Running; continue paused ones whose decisions all came in."""
-        for task in await self.service.store.list_tasks(status="Running", limit=10_000):
+        for task in await self.service.list_tasks(status="Running", limit=10_000):
             if task.agent not in self.agents:
                 continue  # another program's record (e.g. a chat session) on this database
             reason = "the server stopped while this task was running; nothing is re-run"
@@ -215,9 +189,9 @@ class TaskRunner:
                             "the server stopped during this call; whether it finished is "
                             "unknown, so it is not run again",
                         )  # fmt: skip
-            with contextlib.suppress(VersionConflict):
+            with contextlib.suppress(InvalidTransition):  # another server got there first
                 await self._fail(task, reason)
-        for task in await self.service.store.list_tasks(status="Paused", limit=10_000):
+        for task in await self.service.list_tasks(status="Paused", limit=10_000):
             if task.agent in self.agents:
                 await self._spawn_continue(task.id)
 
@@ -230,7 +204,7 @@ class TaskRunner:
                     continue
                 if event.request.status == "pending" or event.type == "created":
                     continue
-                task = await self.service.store.find_task(event.request.id)
+                task = await self.service.find_task(event.request.id)
                 if task is not None and task.status == "Paused" and task.agent in self.agents:
                     await self._spawn_continue(task.id)
         finally:
@@ -252,24 +226,14 @@ class TaskRunner:
         agent = self._agent(agent_name)
         if not prompt.strip() or len(prompt) > 100_000:
             raise InvalidRequest("prompt: must be 1 to 100,000 characters")
-        now = self.service.clock()
-        task_id = new_task_id()
-        task = Task(
-            id=task_id, agent=agent_name, session_id=session_id or task_id, user=principal.name,
-            created_at=now, updated_at=now, prompt=prompt,
-        )  # fmt: skip
-        task = await self._save(task, None)
+        task = await self.service.create_task(
+            agent=agent_name, user=principal.name, prompt=prompt, session_id=session_id
+        )
         return await self._advance(task, agent, prompt=prompt, messages=None, results=None)
 
     async def get(self, task_id: str, principal: Principal) -> Task:
         """A task the principal may see (its user, approvers and admins)."""
-        task = await self.service.store.get_task(task_id)
-        if task is None or not self._may_see(task, principal):
-            raise TaskNotFound(task_id)
-        return task
-
-    def _may_see(self, task: Task, principal: Principal) -> bool:
-        return principal.name == task.user or principal.role in DECIDER_ROLES
+        return await self.service.get_task(task_id, principal)
 
     async def resume(
         self,
@@ -285,8 +249,8 @@ class TaskRunner:
         Only that request is decided (through :meth:`Service.decide`, as in the inbox); a
         task with other calls still pending stays ``Paused`` until they are decided too.
         """
-        task = await self.service.store.find_task(request_id)
-        if task is None or task.agent not in self.agents or not self._may_see(task, principal):
+        task = await self.service.find_task(request_id, principal)
+        if task is None or task.agent not in self.agents:
             raise TaskNotFound(request_id)
         request = await self.service.get(request_id)
         allowed = principal.name == task.user or principal.role == "admin"
@@ -317,8 +281,7 @@ class TaskRunner:
                 await asyncio.wait_for(asyncio.shield(running), self.settle_timeout)
         deadline = asyncio.get_running_loop().time() + self.settle_timeout
         while True:
-            task = await self.service.store.get_task(task_id)
-            assert task is not None
+            task = await self.service.get_task(task_id)
             if task.status != "Running" or asyncio.get_running_loop().time() > deadline:
                 return task
             await asyncio.sleep(0.1)
@@ -327,8 +290,11 @@ class TaskRunner:
 
     async def _continue(self, task_id: str) -> Task | None:
         """Resume a paused task if all its requests are decided; one resumer wins."""
-        task = await self.service.store.get_task(task_id)
-        if task is None or task.status != "Paused":
+        try:
+            task = await self.service.get_task(task_id)
+        except TaskNotFound:
+            return None
+        if task.status != "Paused":
             return task
         requests = [await self.service.get(p.request_id) for p in task.pending]
         if any(r.status == "pending" for r in requests):
@@ -346,13 +312,13 @@ class TaskRunner:
                 update={"status": "Canceled", "error": reasons or "rejected", "history": history}
             )
             try:
-                return await self._save(canceled, task)
-            except VersionConflict:
+                return await self.service.save_task(canceled)
+            except InvalidTransition:  # another resumer won
                 return task
         running = task.model_copy(update={"status": "Running", "history": history})
         try:
-            running = await self._save(running, task)
-        except VersionConflict:
+            running = await self.service.save_task(running)
+        except InvalidTransition:
             return task  # another resumer won
         agent = self._agent(task.agent)
         calls = [
@@ -380,7 +346,7 @@ class TaskRunner:
                     kind="error", at=self.service.clock(), text=text)),
             }
         )  # fmt: skip
-        return await self._save(failed, task)
+        return await self.service.save_task(failed)
 
     async def _advance(
         self,
@@ -432,7 +398,7 @@ class TaskRunner:
                     "history": history,
                 }
             )
-            paused = await self._save(paused, task)
+            paused = await self.service.save_task(paused)
             # decided before the task was stored (policy, a standing grant, a quick person):
             # no event will find it now, so go on here
             return await self._continue(paused.id) or paused
@@ -445,7 +411,21 @@ class TaskRunner:
                 "output": to_jsonable_python(result.output, fallback=str),
             }
         )
-        return await self._save(completed, task)
+        return await self.service.save_task(completed)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "task_view":  # moved to the router that shows tasks
+        warnings.warn(
+            "signoff.integrations.pydantic_ai_tasks.task_view is deprecated: "
+            "use signoff.server.tasks.task_view",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from signoff.server.tasks import task_view
+
+        return task_view
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 register_host(TaskRunner)

@@ -1,22 +1,31 @@
-"""Hosted agent runs over HTTP: start a run, read a task, resume a paused one by request id."""
+"""Tasks over HTTP: start a hosted run, read and list tasks, resume a paused one by request id.
+
+Reading goes through the service's task operations (who may see which task is decided
+there); running and resuming need the server's registered agents.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from signoff.domain.principals import Principal
+from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.text import NoNul, refuse_unstorable
 from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.hosting import HostedAgents
-from signoff.server.deps import API, current_principal
+from signoff.server.deps import API, current_principal, service_of
+from signoff.service import Service
+from signoff.store.base import MAX_PAGE
 
-__all__ = ["tasks_router"]
+__all__ = ["task_view", "tasks_router"]
 
 Caller = Annotated[Principal, Depends(current_principal)]
+Tasks = Annotated[Service, Depends(service_of)]
 
 
 class RunBody(BaseModel):
@@ -55,15 +64,32 @@ def _runner(request: Request) -> HostedAgents:
     return runner
 
 
-def _view(task: Any, request: Request) -> dict[str, Any]:
-    from signoff.integrations.pydantic_ai_tasks import task_view
+def task_view(task: Task, base_url: str = "") -> dict[str, Any]:
+    """The task as the API shows it; a paused one with what it waits on and where to answer."""
+    out: dict[str, Any] = task.model_dump(mode="json", exclude={"messages"})
+    out["task_id"] = task.id
+    if task.status == "Paused" and task.pending:
+        first = task.pending[0]
+        resume = f"{base_url}/api/v1/resume/{first.request_id}"
+        calls = ", ".join(f"{p.tool_name}({json.dumps(p.args)})" for p in task.pending)
+        out.update(
+            request_id=first.request_id,
+            message=f"The agent is waiting for approval of: {calls}",
+            approval_url=f"{resume}?action=approve",
+            rejection_url=f"{resume}?action=reject",
+            tool_calls=[p.model_dump(mode="json") for p in task.pending],
+        )
+    return out
 
+
+def _view(task: Task, request: Request) -> dict[str, Any]:
     public: str | None = getattr(request.app.state, "public_url", None)
     return task_view(task, (public or str(request.base_url)).rstrip("/"))
 
 
 def tasks_router() -> APIRouter:
-    """``/agents``, ``/agents/{name}/runs``, ``/tasks/{id}`` and ``/resume/{request_id}``."""
+    """``/agents``, ``/agents/{name}/runs``, ``/tasks``, ``/tasks/{id}`` and
+    ``/resume/{request_id}``."""
     router = APIRouter(prefix=API)
 
     @router.get("/agents")
@@ -83,10 +109,26 @@ def tasks_router() -> APIRouter:
         task = await _runner(request).run(name, body.prompt, caller, body.session_id)
         return _view(task, request)
 
+    @router.get("/tasks")
+    async def list_tasks(
+        request: Request,
+        service: Tasks,
+        caller: Caller,
+        status: TaskStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> dict[str, Any]:
+        """Tasks the caller may see (its own; approvers and admins: all), newest first."""
+        _runner(request)
+        tasks = await service.list_tasks(caller, status=status, limit=limit)
+        return {"items": [_view(t, request) for t in tasks]}
+
     @router.get("/tasks/{task_id}")
-    async def get_task(task_id: str, request: Request, caller: Caller) -> dict[str, Any]:
+    async def get_task(
+        task_id: str, request: Request, service: Tasks, caller: Caller
+    ) -> dict[str, Any]:
         """A task with its history: messages, tool calls, results, every decision and who."""
-        return _view(await _runner(request).get(task_id, caller), request)
+        _runner(request)
+        return _view(await service.get_task(task_id, caller), request)
 
     @router.post("/resume/{request_id}")
     async def resume(
