@@ -117,3 +117,17 @@ async def test_tasks_are_read_with_visibility_over_http(
     with pytest.raises(TaskNotFound):
         await agent.get_task(theirs.id)
     assert (await approver.get_task(theirs.id)).user == OTHER_AGENT.name
+
+
+async def test_a_stale_chat_session_save_is_invalid_transition(tmp_path: Path) -> None:
+    """signoff chat saves its session at a version: behind another save, InvalidTransition."""
+    pytest.importorskip("pydantic_ai")
+    from signoff.chat import CHAT_PRINCIPAL, ChatSession, build_agent
+
+    service = memory_service()
+    agent = build_agent(None, tmp_path)
+    backend = LocalBackend(service, CHAT_PRINCIPAL)
+    session = await ChatSession.start(agent, backend, service.store, user=APPROVER.name)
+    await service.save_task(session.task)  # another process saved the session meanwhile
+    with pytest.raises(InvalidTransition, match="changed by someone else"):
+        await session.run("hello")
