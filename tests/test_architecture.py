@@ -1,12 +1,13 @@
-"""The layers contract in pyproject.toml catches what docs/architecture.md forbids.
+"""What docs/architecture.md promises about the code's shape: the layers and the one writer.
 
-Each test runs the real ``lint-imports`` over a copy of ``src/signoff`` with one change
-made to it, so that a contract that checks nothing (a typo in a layer, a container that
-matches no module) fails here.
+The layers tests run the real ``lint-imports`` over a copy of ``src/signoff`` with one
+change made to it, so that a contract that checks nothing (a typo in a layer, a container
+that matches no module) fails here.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -72,3 +73,36 @@ def test_a_new_top_level_module_must_be_given_a_layer(tree: Path) -> None:
     assert result.returncode == 1, result.stdout
     assert "The following modules are not listed as layers" in result.stdout
     assert "- signoff.notes" in result.stdout
+
+
+WRITERS = {Path("service.py")}
+"""The modules allowed to commit a Write: the service (and the stores, which apply it)."""
+
+
+def _writes(path: Path) -> list[str]:
+    """Where ``path`` builds or commits a store Write: ``line: what``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("signoff.store"):
+            found += [f"{node.lineno}: imports Write" for a in node.names if a.name == "Write"]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "commit"
+            and ast.unparse(node.func.value).split(".")[-1] == "store"
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}(...)")
+    return found
+
+
+def test_only_the_service_writes() -> None:
+    """No module but service.py (and store/ itself) imports Write or calls store.commit."""
+    package = ROOT / "src" / "signoff"
+    writers = {
+        str(path.relative_to(package)): found
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package) not in WRITERS
+        and path.relative_to(package).parts[0] != "store"
+        and (found := _writes(path))
+    }
+    assert writers == {}
