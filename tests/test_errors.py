@@ -42,9 +42,9 @@ def test_store_errors_keep_their_old_import_path() -> None:
     assert base.DuplicateRequest is errors.DuplicateRequest
 
 
-def test_upstream_down_keeps_its_old_import_path() -> None:
-    """``signoff.integrations.mcp_proxy`` still exports the very same class."""
-    proxy = pytest.importorskip("signoff.integrations.mcp_proxy", reason="needs signoff[mcp]")
+def test_upstream_down_is_exported_by_the_proxy() -> None:
+    """``signoff.integrations.mcp.proxy`` exports the very same class."""
+    proxy = pytest.importorskip("signoff.integrations.mcp.proxy", reason="needs signoff[mcp]")
     assert proxy.UpstreamDown is errors.UpstreamDown
 
 

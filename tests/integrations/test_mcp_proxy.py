@@ -465,7 +465,7 @@ def test_hinted_policy_puts_rules_first_and_hints_before_defaults(
 ) -> None:
     """Rules and need_approval beat annotations; annotations beat defaults; both hints: ask."""
     from signoff.domain.policies import Policy
-    from signoff.integrations.mcp_proxy import HintedPolicy
+    from signoff.integrations.mcp.proxy import HintedPolicy
 
     policy = HintedPolicy(Policy.from_toml(toml))
     if hints is not None:

@@ -1,8 +1,8 @@
 """``signoff mcp-proxy`` and ``signoff mcp-server``: signoff for any MCP client.
 
 ``mcp-proxy -- COMMAND ARGS...`` wraps a stdio MCP server so that its risky tool calls
-wait for a person (see :mod:`signoff.integrations.mcp_proxy`); ``mcp-server`` offers
-signoff's own ask-a-person tools (see :mod:`signoff.integrations.mcp_server`). Both speak
+wait for a person (see :mod:`signoff.integrations.mcp.proxy`); ``mcp-server`` offers
+signoff's own ask-a-person tools (see :mod:`signoff.integrations.mcp.server`). Both speak
 MCP on stdin/stdout, as desktop clients launch them, or with ``--http`` on streamable HTTP
 behind a bearer token. Nothing but MCP is ever written to stdout; messages go to stderr.
 """
@@ -207,7 +207,7 @@ def mcp_proxy(
     try:
         from mcp import StdioServerParameters
 
-        from signoff.integrations.mcp_proxy import HintedPolicy, McpProxy, Upstream, UpstreamDown
+        from signoff.integrations.mcp.proxy import HintedPolicy, McpProxy, Upstream, UpstreamDown
     except ImportError:
         fail("signoff mcp-proxy needs the MCP SDK: pip install 'signoff[mcp]'")
     if not command:
@@ -293,7 +293,7 @@ def mcp_server(
 ) -> None:
     """Serve signoff's ask-a-person tools to any MCP client (choices and questions)."""
     try:
-        from signoff.integrations.mcp_server import SignoffMcpServer
+        from signoff.integrations.mcp.server import SignoffMcpServer
     except ImportError:
         fail("signoff mcp-server needs the MCP SDK: pip install 'signoff[mcp]'")
 

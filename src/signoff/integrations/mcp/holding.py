@@ -1,35 +1,19 @@
-"""What signoff's two MCP servers share: holding a call, ``signoff_await``, serving.
-
-signoff speaks the Model Context Protocol twice, both on the official ``mcp`` SDK:
-
-- :mod:`signoff.integrations.mcp_proxy`: ``signoff mcp-proxy``, an approval gateway in front
-  of any stdio MCP server;
-- :mod:`signoff.integrations.mcp_server`: ``signoff mcp-server``, signoff's own tools for
-  asking a person (a choice, or questions).
+"""Holding a call for a person, and ``signoff_await``, with which a model waits again.
 
 MCP clients give up on a call that takes too long, and a person may take longer than
 that. So a call that waits for a person is *held* for at most ``hold`` seconds (50 by
 default); if nobody has decided by then the call returns a result telling the model the
 request id and that it can call the added tool ``signoff_await(request_id)`` to wait
 again. The request stays pending in the inbox meanwhile: nothing is lost or run.
-
-Both servers run over stdio (what desktop clients launch) or streamable HTTP
-(:func:`serve_http`), where every request must carry the proxy's bearer token.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import hmac
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import MutableMapping
 from typing import Any
 
 try:
     import mcp_types as types
-    import uvicorn
-    from mcp.server import Server
-    from mcp.server.stdio import stdio_server
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "signoff's MCP servers need the official MCP SDK: pip install 'signoff[mcp]'"
@@ -42,9 +26,8 @@ __all__ = [
     "AWAIT_TOOL",
     "HOLD_SECONDS",
     "await_tool",
+    "clamp_hold",
     "held_request_id",
-    "serve_http",
-    "serve_stdio",
     "text_result",
     "waiting_result",
 ]
@@ -122,69 +105,3 @@ def clamp_hold(seconds: float) -> float:
     if not 0 < seconds <= _MAX_HOLD:
         raise ValueError(f"the hold time must be above 0 and at most {_MAX_HOLD:.0f} seconds")
     return seconds
-
-
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve ``server`` on this process's stdin and stdout until the client goes away."""
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-async def serve_http(
-    server: Server[Any],
-    *,
-    host: str,
-    port: int,
-    token: str,
-    on_ready: Callable[[], Awaitable[None]] | None = None,
-) -> None:
-    """Serve ``server`` over streamable HTTP at ``/mcp``; every request needs ``token``."""
-    app = server.streamable_http_app(host=host)
-    guarded = _BearerGuard(app, token)
-    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning", lifespan="on")
-    web = uvicorn.Server(config)
-    if on_ready is None:
-        await web.serve()
-        return
-    serving = asyncio.create_task(web.serve())
-    while not web.started and not serving.done():  # noqa: ASYNC110 - uvicorn has no event
-        await asyncio.sleep(0.02)
-    if web.started:
-        await on_ready()
-    await serving
-
-
-class _BearerGuard:
-    """ASGI middleware: 401 for any HTTP request without the right bearer token."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app = app
-        self._digest = hashlib.sha256(token.encode()).digest()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and not self._allowed(scope):
-            body = b'{"error": "missing or wrong bearer token"}'
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b"Bearer"),
-                        (b"content-length", str(len(body)).encode()),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, receive, send)
-
-    def _allowed(self, scope: Any) -> bool:
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                scheme, _, given = value.decode("latin-1").partition(" ")
-                if scheme.lower() != "bearer":
-                    return False
-                digest = hashlib.sha256(given.strip().encode()).digest()
-                return hmac.compare_digest(digest, self._digest)
-        return False
