@@ -14,7 +14,7 @@ from signoff.domain.webhooks import MAX_ATTEMPTS, Delivery, verify_signature
 from signoff.errors import InvalidRequest, NotAllowed, StoreUnavailable
 from signoff.service import Service
 from signoff.testing import ADMIN, AGENT, APPROVER, FakeClock
-from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
+from signoff.webhooks import WebhookDispatcher, redeliver
 from tests.serving import Receiver
 
 
@@ -43,9 +43,7 @@ async def test_every_event_arrives_signed(
     service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
 ) -> None:
     """A submit and a decision each arrive as a POST whose HMAC signature verifies."""
-    hook = await add_webhook(
-        service, ADMIN, receiver.url, secret="s3cret-value", allow_private=True
-    )
+    hook = await service.add_webhook(receiver.url, ADMIN, secret="s3cret-value", allow_private=True)
     request = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
     await service.decide(request.id, {"type": "approve"}, APPROVER)
     for _ in range(500):
@@ -81,7 +79,7 @@ async def test_failures_are_retried_with_backoff(
 ) -> None:
     """Two 500s are retried after 2 s and 4 s; the third attempt delivers."""
     receiver.fail_next = 2
-    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
+    await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
     first = await delivery_in(service, "pending")
     for _ in range(200):
@@ -106,7 +104,7 @@ async def test_gives_up_then_redelivers_by_hand(
 ) -> None:
     """After MAX_ATTEMPTS failures a delivery is failed; redeliver sends it again."""
     receiver.fail_next = MAX_ATTEMPTS
-    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
+    await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
     for _ in range(MAX_ATTEMPTS):
         clock.advance(3600)
@@ -123,7 +121,7 @@ async def test_slack_format_links_and_escapes(
     service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
 ) -> None:
     """Slack messages link to the request and escape agent text."""
-    await add_webhook(service, ADMIN, receiver.url, fmt="slack", allow_private=True)
+    await service.add_webhook(receiver.url, ADMIN, fmt="slack", allow_private=True)
     request = (
         await service.submit(
             {"session_id": "s", "tool_name": "t", "tool_args": {"x": "<img src=x>"}}, AGENT
@@ -138,14 +136,14 @@ async def test_slack_format_links_and_escapes(
 async def test_only_admins_manage_webhooks(service: Service, receiver: Receiver) -> None:
     """Adding needs an admin and an http(s) URL; a removed webhook gets nothing more."""
     with pytest.raises(NotAllowed):
-        await add_webhook(service, APPROVER, receiver.url)
+        await service.add_webhook(receiver.url, APPROVER)
     with pytest.raises(InvalidRequest):
-        await add_webhook(service, ADMIN, "ftp://example.com")
-    hook = await add_webhook(service, ADMIN, receiver.url, allow_private=True)
-    removed = await remove_webhook(service, ADMIN, hook.id)
+        await service.add_webhook("ftp://example.com", ADMIN)
+    hook = await service.add_webhook(receiver.url, ADMIN, allow_private=True)
+    removed = await service.remove_webhook(hook.id, ADMIN)
     assert removed.active is False
     with pytest.raises(InvalidRequest):
-        await remove_webhook(service, ADMIN, hook.id)
+        await service.remove_webhook(hook.id, ADMIN)
 
 
 async def test_the_dispatcher_outlives_a_store_outage(
@@ -153,7 +151,7 @@ async def test_the_dispatcher_outlives_a_store_outage(
 ) -> None:
     """StoreUnavailable while queuing and sending: it waits, goes on, and still delivers."""
     monkeypatch.setattr(webhooks, "_STORE_RETRY", 0.01)
-    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
+    await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     failures = {"list_webhooks": 2, "due_deliveries": 2}
 
     def flaky(name: str) -> Any:
@@ -189,11 +187,11 @@ async def test_private_targets_are_refused_unless_allowed(service: Service) -> N
     """Loopback, metadata and private URLs (and names resolving there) are refused by default."""
     for url in ("http://127.0.0.1:9/hook", "http://169.254.169.254/", "http://localhost/"):
         with pytest.raises(InvalidRequest, match="allow-private-webhooks"):
-            await add_webhook(service, ADMIN, url)
+            await service.add_webhook(url, ADMIN)
     with pytest.raises(InvalidRequest, match="does not resolve"):
-        await add_webhook(service, ADMIN, "http://no-such-host.invalid/hook")
+        await service.add_webhook("http://no-such-host.invalid/hook", ADMIN)
     assert await service.store.list_webhooks() == []
-    hook = await add_webhook(service, ADMIN, "http://127.0.0.1:9/hook", allow_private=True)
+    hook = await service.add_webhook("http://127.0.0.1:9/hook", ADMIN, allow_private=True)
     assert hook.url == "http://127.0.0.1:9/hook"
 
 
@@ -201,7 +199,7 @@ async def test_a_private_target_is_refused_again_when_sending(
     service: Service, receiver: Receiver
 ) -> None:
     """A webhook that points at a private address by send time is not sent to: the check repeats."""
-    await add_webhook(service, ADMIN, receiver.url, allow_private=True)
+    await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     running = WebhookDispatcher(service, base_url="http://signoff.example", poll=0.02)
     await running.start()
     try:
