@@ -45,6 +45,17 @@ from signoff.errors import (
 )
 from signoff.service import BatchOutcome, Submitted
 from signoff.store.base import Page, RequestQuery
+from signoff.wire import (
+    AnchorView,
+    AuditLog,
+    BatchDecided,
+    BatchResults,
+    GrantList,
+    RequestPage,
+    TokenCreated,
+    TokenList,
+    TokenView,
+)
 
 try:
     import httpx
@@ -76,7 +87,12 @@ def _error(response: httpx.Response, path_id: str | None) -> SignoffError:
         name, detail = str(body.get("error", "")), str(body.get("detail", response.text))
     except (ValueError, AttributeError):
         name, detail = "", response.text[:200] or response.reason_phrase
-    if response.status_code == 404:
+    return _error_of(response.status_code, name, detail, path_id)
+
+
+def _error_of(status_code: int, name: str, detail: str, path_id: str | None) -> SignoffError:
+    """Our exception for an error answer: its status, the error's name and its detail."""
+    if status_code == 404:
         if name == "GrantNotFound":
             return GrantNotFound(path_id or "?")
         if name == "TokenNotFound":
@@ -86,11 +102,11 @@ def _error(response: httpx.Response, path_id: str | None) -> SignoffError:
         return RequestNotFound(path_id or "?")
     if name in _BY_NAME:
         return _BY_NAME[name](detail)
-    if response.status_code == 413:
+    if status_code == 413:
         return InvalidRequest(detail)
-    if response.status_code < 500:
-        return CallerError(f"HTTP {response.status_code}: {detail}")
-    return RuntimeFailure(f"server error {response.status_code}: {detail}")
+    if status_code < 500:
+        return CallerError(f"HTTP {status_code}: {detail}")
+    return RuntimeFailure(f"server error {status_code}: {detail}")
 
 
 def _request(data: Any) -> Request:
@@ -204,6 +220,20 @@ def _decide(
     )
 
 
+def _page(response: httpx.Response) -> Page:
+    page = RequestPage.model_validate_json(response.content)
+    return Page(items=page.items, next_cursor=page.next_cursor)
+
+
+def _outcomes(response: httpx.Response) -> list[BatchOutcome]:
+    return [
+        BatchOutcome(id=item.id, status=item.status)
+        if isinstance(item, BatchDecided)
+        else BatchOutcome(id=item.id, error=_error_of(item.code, item.error, item.detail, item.id))
+        for item in BatchResults.model_validate_json(response.content).results
+    ]
+
+
 class _Ops:
     """Each operation as a description of one HTTP call and how to read its answer."""
 
@@ -220,29 +250,12 @@ class _Ops:
             }.items()
             if v is not None
         }
-        return _Op(
-            "GET",
-            f"{API}/requests",
-            lambda r: Page(
-                items=[_request(i) for i in r.json()["items"]], next_cursor=r.json()["next_cursor"]
-            ),
-            params=params,
-        )
+        return _Op("GET", f"{API}/requests", _page, params=params)
 
     @staticmethod
     def decide_many(ids: Sequence[str], type_: str, reason: str) -> _Op[list[BatchOutcome]]:
-        def parse(r: httpx.Response) -> list[BatchOutcome]:
-            out = []
-            for item in r.json()["results"]:
-                if "status" in item:
-                    out.append(BatchOutcome(id=item["id"], status=item["status"]))
-                else:
-                    fake = httpx.Response(item["code"], json=item)
-                    out.append(BatchOutcome(id=item["id"], error=_error(fake, item["id"])))
-            return out
-
         body = {"ids": list(ids), "type": type_, "reason": reason}
-        return _Op("POST", f"{API}/decisions", parse, json=body)
+        return _Op("POST", f"{API}/decisions", _outcomes, json=body)
 
     @staticmethod
     def audit(request_id: str | None) -> _Op[list[AuditEntry]]:
@@ -250,7 +263,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/audit",
-            lambda r: [AuditEntry.model_validate(e) for e in r.json()["items"]],
+            lambda r: AuditLog.model_validate_json(r.content).items,
             params=params,
             subject=request_id,
         )
@@ -260,7 +273,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/audit/verify",
-            lambda r: ChainReport.model_validate(r.json()),
+            lambda r: ChainReport.model_validate_json(r.content),
             params={"anchor": anchor} if anchor is not None else {},
         )
 
@@ -269,7 +282,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/audit/anchor",
-            lambda r: Anchor.model_validate({"seq": r.json()["seq"], "hash": r.json()["hash"]}),
+            lambda r: AnchorView.model_validate_json(r.content).as_anchor(),
         )
 
     @staticmethod
@@ -277,7 +290,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/grants",
-            lambda r: [Grant.model_validate(g) for g in r.json()["items"]],
+            lambda r: GrantList.model_validate_json(r.content).items,
             params={"live": str(live_only).lower()},
         )
 
@@ -286,16 +299,15 @@ class _Ops:
         return _Op(
             "POST",
             f"{API}/grants/{grant_id}/revoke",
-            lambda r: Grant.model_validate(r.json()),
+            lambda r: Grant.model_validate_json(r.content),
             subject=grant_id,
         )
 
     @staticmethod
     def create_token(name: str, role: Role) -> _Op[tuple[str, TokenRecord]]:
         def parse(r: httpx.Response) -> tuple[str, TokenRecord]:
-            body = r.json()
-            token = body.pop("token")
-            return token, TokenRecord.model_validate({**body, "token_hash": "(not disclosed)"})
+            created = TokenCreated.model_validate_json(r.content)
+            return created.token, created.as_record()
 
         return _Op("POST", f"{API}/tokens", parse, json={"name": name, "role": role})
 
@@ -304,10 +316,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/tokens",
-            lambda r: [
-                TokenRecord.model_validate({**t, "token_hash": "(not disclosed)"})
-                for t in r.json()["items"]
-            ],
+            lambda r: [t.as_record() for t in TokenList.model_validate_json(r.content).items],
         )
 
     @staticmethod
@@ -315,7 +324,7 @@ class _Ops:
         return _Op(
             "POST",
             f"{API}/tokens/{token_id}/revoke",
-            lambda r: TokenRecord.model_validate({**r.json(), "token_hash": "(not disclosed)"}),
+            lambda r: TokenView.model_validate_json(r.content).as_record(),
             subject=token_id,
         )
 
@@ -355,14 +364,6 @@ class _Ops:
         )
 
     @staticmethod
-    def redeliver(delivery_id: str) -> _Op[Delivery]:
-        return _Op(
-            "POST",
-            f"{API}/webhooks/deliveries/{delivery_id}/redeliver",
-            lambda r: Delivery.model_validate(r.json()),
-        )
-
-    @staticmethod
     def get_task(task_id: str) -> _Op[Task]:
         return _Op("GET", f"{API}/tasks/{task_id}", lambda r: _task(r.json()))
 
@@ -379,8 +380,16 @@ class _Ops:
         )
 
     @staticmethod
+    def redeliver(delivery_id: str) -> _Op[Delivery]:
+        return _Op(
+            "POST",
+            f"{API}/webhooks/deliveries/{delivery_id}/redeliver",
+            lambda r: Delivery.model_validate(r.json()),
+        )
+
+    @staticmethod
     def me() -> _Op[Principal]:
-        return _Op("GET", f"{API}/me", lambda r: Principal.model_validate(r.json()))
+        return _Op("GET", f"{API}/me", lambda r: Principal.model_validate_json(r.content))
 
 
 def _headers(token: str | None) -> dict[str, str]:

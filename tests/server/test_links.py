@@ -54,5 +54,12 @@ def test_a_submit_and_each_step_of_a_request_link_onwards() -> None:
 def test_schemathesis_follows_them_from_a_submit() -> None:
     """schemathesis' state machine has a transition from a submit to each linked call."""
     machine = schemathesis.openapi.from_dict(SPEC).as_state_machine()
-    from_submit = {name for name in dir(machine) if name.startswith("POST_api_v1_requests___201")}
-    assert len(from_submit) == len(REQUEST_LINKS), sorted(from_submit)
+    prefix = "POST_api_v1_requests___201_"
+    # with response schemas, schemathesis also infers links of its own (a request's grant_id
+    # to the grant's revoke): ours must all be there
+    from_submit = {
+        name.removeprefix(prefix).partition("__")[0]
+        for name in dir(machine)
+        if name.startswith(prefix)
+    }
+    assert set(REQUEST_LINKS) <= from_submit, sorted(from_submit)

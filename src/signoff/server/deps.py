@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Header, Request
+from fastapi import Depends, Header, Request
 
 from signoff.domain.principals import Principal
 from signoff.errors import Unauthenticated
 from signoff.service import Service
 
-__all__ = ["API", "current_principal", "service_of"]
+__all__ = ["API", "Caller", "ServiceDep", "current_principal", "service_of"]
 
 API = "/api/v1"
 """Where the public contract lives."""
@@ -39,3 +39,10 @@ async def current_principal(
         if principal is not None:
             return principal
     raise Unauthenticated("a bearer token is required")
+
+
+Caller = Annotated[Principal, Depends(current_principal)]
+"""A route parameter: who is asking."""
+
+ServiceDep = Annotated[Service, Depends(service_of)]
+"""A route parameter: the service the app serves."""

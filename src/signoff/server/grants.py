@@ -1,0 +1,31 @@
+"""Standing grants over HTTP: list them, revoke one."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from signoff.domain.grants import Grant
+from signoff.errors import NotAllowed
+from signoff.server.deps import API, Caller, ServiceDep
+from signoff.wire import GrantList
+
+__all__ = ["grants_router"]
+
+
+def grants_router() -> APIRouter:
+    """``/grants`` and ``/grants/{id}/revoke``."""
+    router = APIRouter(prefix=API, tags=["grants"])
+
+    @router.get("/grants", response_model=GrantList)
+    async def grants(service: ServiceDep, caller: Caller, live: bool = True) -> GrantList:
+        """Standing grants (approvers and admins)."""
+        if caller.role == "agent":
+            raise NotAllowed("agents may not list grants")
+        return GrantList(items=await service.list_grants(live_only=live))
+
+    @router.post("/grants/{grant_id}/revoke", response_model=Grant)
+    async def revoke(grant_id: str, service: ServiceDep, caller: Caller) -> Grant:
+        """Stop a standing grant approving anything more."""
+        return await service.revoke_grant(grant_id, caller)
+
+    return router
