@@ -27,8 +27,8 @@ from signoff.chat import (
     chat_tools,
     decide_here,
 )
+from signoff.chat.demo import DEMO_MODEL_NAME
 from signoff.client import AsyncClient
-from signoff.demo import DEMO_MODEL_NAME
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Status

@@ -77,7 +77,7 @@ def chat(
 
         from signoff.backends import Backend, LocalBackend
         from signoff.chat import CHAT_PRINCIPAL, ChatSession, build_agent, model_label
-        from signoff.demo import resolve_model
+        from signoff.chat.demo import resolve_model
         from signoff.domain.policies import Policy
         from signoff.service import Service
         from signoff.tui.chat import ChatApp

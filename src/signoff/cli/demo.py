@@ -87,7 +87,7 @@ def demo(
         from pydantic_ai import Agent
 
         from signoff.backends import LocalBackend
-        from signoff.demo import DEMO_MODEL_NAME, demo_model
+        from signoff.chat.demo import DEMO_MODEL_NAME, demo_model
         from signoff.domain.policies import Policy
         from signoff.executor import Executor, ToolRegistry
         from signoff.integrations.pydantic_ai import SignoffGate, queue_status_toolset

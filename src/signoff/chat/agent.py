@@ -54,7 +54,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError("signoff chat needs pydantic-ai: pip install 'signoff[pydantic-ai]'") from exc
 
-from signoff.demo import DEMO_MODEL_NAME, resolve_model
+from signoff.chat.demo import DEMO_MODEL_NAME, resolve_model
 
 __all__ = [
     "CANCELED_MESSAGE",

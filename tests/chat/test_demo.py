@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import FunctionModel
 from typing_extensions import TypedDict
 
-from signoff.demo import DEMO_MODEL_NAME, demo_model, resolve_model
+from signoff.chat.demo import DEMO_MODEL_NAME, demo_model, resolve_model
 
 Call = tuple[str, dict[str, Any]]
 
@@ -133,11 +133,11 @@ def test_resolve_model_defaults_to_the_labelled_demo() -> None:
 
 def test_missing_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without pydantic-ai, importing the demo says which pip install fixes it."""
-    monkeypatch.delitem(sys.modules, "signoff.demo")
+    monkeypatch.delitem(sys.modules, "signoff.chat.demo")
     for name in ("pydantic_ai", "pydantic_ai.messages", "pydantic_ai.models.function"):
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(ImportError, match=r"pip install 'signoff\[pydantic-ai\]'"):
-        importlib.import_module("signoff.demo")
+        importlib.import_module("signoff.chat.demo")
 
 
 @pytest.mark.parametrize(

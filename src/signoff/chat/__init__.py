@@ -1,0 +1,40 @@
+"""The coding agent behind ``signoff chat``, and the scripted model that needs no API key.
+
+- :mod:`signoff.chat.agent`: the agent, its tools and its sessions, whose gated calls wait
+  for a person (in the terminal's approval panel, the inbox, or both);
+- :mod:`signoff.chat.demo`: the clearly labelled scripted stand-in for an LLM that
+  ``signoff chat``, ``signoff demo`` and the README's examples use without an API key.
+
+The command is :mod:`signoff.cli.chat` and the screen :mod:`signoff.tui.chat`, beside the
+other commands and terminal apps. Everything here needs ``pip install 'signoff[pydantic-ai]'``.
+"""
+
+from signoff.chat.agent import (
+    CANCELED_MESSAGE,
+    CHAT_AGENT,
+    CHAT_PRINCIPAL,
+    ChatOutput,
+    ChatSession,
+    Pause,
+    TerminalAnswer,
+    build_agent,
+    chat_tools,
+    decide_here,
+    model_label,
+    wait_decided,
+)
+
+__all__ = [
+    "CANCELED_MESSAGE",
+    "CHAT_AGENT",
+    "CHAT_PRINCIPAL",
+    "ChatOutput",
+    "ChatSession",
+    "Pause",
+    "TerminalAnswer",
+    "build_agent",
+    "chat_tools",
+    "decide_here",
+    "model_label",
+    "wait_decided",
+]
