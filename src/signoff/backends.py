@@ -157,19 +157,19 @@ class LocalBackend:
 
     async def audit(self, request_id: str | None = None) -> list[AuditEntry]:
         """Audit entries."""
-        return await self.service.audit(request_id)
+        return await self.service.audit(request_id, self.principal)
 
     async def verify_audit(self, anchor: str | None = None) -> ChainReport:
         """Check the audit log, against an anchor (``SEQ:HASH``) if given."""
-        return await self.service.verify_audit(anchor)
+        return await self.service.verify_audit(anchor, self.principal)
 
     async def audit_anchor(self) -> Anchor:
         """The chain head as an anchor."""
-        return await self.service.audit_anchor()
+        return await self.service.audit_anchor(self.principal)
 
     async def list_grants(self, *, live_only: bool = True) -> list[Grant]:
         """Standing grants."""
-        return await self.service.list_grants(live_only=live_only)
+        return await self.service.list_grants(live_only=live_only, principal=self.principal)
 
     async def revoke_grant(self, grant_id: str) -> Grant:
         """Revoke a standing grant as this principal."""
@@ -177,11 +177,11 @@ class LocalBackend:
 
     async def create_token(self, name: str, role: Role) -> tuple[str, TokenRecord]:
         """Create a token."""
-        return await self.service.create_token(name, role, created_by=self.principal.name)
+        return await self.service.create_token(name, role, principal=self.principal)
 
     async def list_tokens(self) -> list[TokenRecord]:
         """All tokens' records."""
-        return await self.service.store.list_tokens()
+        return await self.service.list_tokens(self.principal)
 
     async def revoke_token(self, token_id: str) -> TokenRecord:
         """Revoke a token as this principal."""
@@ -194,12 +194,12 @@ class LocalBackend:
         return await self.service.add_webhook(url, self.principal, secret=secret, fmt=fmt)
 
     async def list_webhooks(self) -> list[Webhook]:
-        """Webhook endpoints (admins)."""
-        return await self.service.list_webhooks(self.principal)
+        """Webhook endpoints (admins), secrets hidden as over HTTP."""
+        return [_secret_hidden(w) for w in await self.service.list_webhooks(self.principal)]
 
     async def remove_webhook(self, webhook_id: str) -> Webhook:
-        """Stop sending to an endpoint (admins)."""
-        return await self.service.remove_webhook(webhook_id, self.principal)
+        """Stop sending to an endpoint (admins); its secret hidden as over HTTP."""
+        return _secret_hidden(await self.service.remove_webhook(webhook_id, self.principal))
 
     async def list_deliveries(
         self, *, status: str | None = None, limit: int = 100
@@ -239,6 +239,11 @@ class LocalBackend:
         finally:
             if follower is not None:
                 await follower.stop()
+
+
+def _secret_hidden(webhook: Webhook) -> Webhook:
+    """The endpoint as a listing shows it: its signing secret is shown once, when added."""
+    return webhook.model_copy(update={"secret": "(hidden)"})
 
 
 def as_backend(target: Service | Backend | Any, principal: Principal | None = None) -> Backend:

@@ -569,8 +569,11 @@ class Service:
         )
 
     async def cancel(self, request_id: str, principal: Principal, reason: str = "") -> Request:
-        """Withdraw a pending request (its asker, or an admin)."""
-        return await self._change(request_id, lambda r, now: cancel(r, principal, now, reason))
+        """Withdraw a pending request (its asker, or an admin); RequestNotFound for another
+        agent's."""
+        return await self._change(
+            request_id, lambda r, now: cancel(_seen(r, principal), principal, now, reason)
+        )
 
     async def expire_due(self, limit: int = 100) -> int:
         """Expire every overdue pending request and fail every executing call whose lease
@@ -619,8 +622,12 @@ class Service:
 
     # -- grants and tokens ---------------------------------------------------------------
 
-    async def list_grants(self, *, live_only: bool = False) -> list[Grant]:
-        """Standing grants, newest first."""
+    async def list_grants(
+        self, *, live_only: bool = False, principal: Principal | None = None
+    ) -> list[Grant]:
+        """Standing grants, newest first (not for agents)."""
+        if principal is not None and principal.role == "agent":
+            raise NotAllowed("agents may not list grants")
         grants = await self.store.list_grants()
         if live_only:
             now = self.clock()
@@ -648,9 +655,20 @@ class Service:
         return revoked
 
     async def create_token(
-        self, name: str, role: Role, *, created_by: str = "local"
+        self,
+        name: str,
+        role: Role,
+        *,
+        created_by: str = "local",
+        principal: Principal | None = None,
     ) -> tuple[str, TokenRecord]:
-        """A new token for ``name``; the token is returned once and only its hash is stored."""
+        """A new token for ``name``; the token is returned once and only its hash is stored.
+
+        Given ``principal``, only an admin may, and the token is recorded as theirs.
+        """
+        if principal is not None:
+            _admins_only(principal, "create tokens")
+            created_by = principal.name
         if not name.strip() or len(name) > 200:
             raise InvalidRequest("a token name must be 1 to 200 characters")
         token = new_token()
@@ -669,6 +687,12 @@ class Service:
         )
         await self._commit(Write(at=now, tokens=(record,), audit=(audit,)))
         return token, record
+
+    async def list_tokens(self, principal: Principal | None = None) -> list[TokenRecord]:
+        """Every token's record (admins)."""
+        if principal is not None:
+            _admins_only(principal, "list tokens")
+        return await self.store.list_tokens()
 
     async def revoke_token(self, token_id: str, principal: Principal) -> TokenRecord:
         """Stop a token authenticating anyone, and end the inbox sessions signed in with it."""
@@ -965,14 +989,25 @@ class Service:
                     request = await self._get(request_id)
             return request
 
-    async def audit(self, request_id: str | None = None) -> list[AuditEntry]:
-        """Audit entries in chain order, all or for one request."""
+    async def audit(
+        self, request_id: str | None = None, principal: Principal | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries in chain order, all (admins) or for one request ``principal`` sees."""
+        if principal is not None:
+            if request_id is None:
+                _admins_only(principal, "read the whole audit log")
+            else:
+                await self.get(request_id, principal)
         return await self.store.list_audit(request_id=request_id)
 
-    async def verify_audit(self, anchor: str | None = None) -> ChainReport:
-        """Check the whole audit log: edits, deletions and reordering, its head, requests and
-        events it fails to account for, and, given an anchor (``SEQ:HASH``), that the log
-        still holds that entry."""
+    async def verify_audit(
+        self, anchor: str | None = None, principal: Principal | None = None
+    ) -> ChainReport:
+        """Check the whole audit log (admins): edits, deletions and reordering, its head,
+        requests and events it fails to account for, and, given an anchor (``SEQ:HASH``), that
+        the log still holds that entry."""
+        if principal is not None:
+            _admins_only(principal, "verify the audit log")
         pinned = _parse_anchor(anchor) if anchor is not None else None
         for attempt in range(1, _VERIFY_READS + 1):
             # the head is read before and after, so the entries are compared with the head
@@ -984,12 +1019,15 @@ class Service:
                 return verify_log(entries, head=head, coverage=coverage, anchor=pinned)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def audit_anchor(self) -> Anchor:
-        """The chain head as an anchor to keep outside the database, for ``verify(anchor)``.
+    async def audit_anchor(self, principal: Principal | None = None) -> Anchor:
+        """The chain head as an anchor to keep outside the database, for ``verify(anchor)``
+        (not for agents).
 
         AuditChainBroken when the head is missing while entries exist, or the entry it names
         does not carry its hash: an anchor of a broken log would vouch for nothing.
         """
+        if principal is not None and principal.role == "agent":
+            raise NotAllowed("agents may not read the audit anchor")
         head = await self.store.audit_head()
         if head is None:
             if await self.store.list_audit(limit=1):
@@ -1045,6 +1083,12 @@ def _seen(request: Request, principal: Principal) -> Request:
     if not _visible(request, principal):
         raise RequestNotFound(request.id)
     return request
+
+
+def _admins_only(principal: Principal, what: str) -> None:
+    """NotAllowed unless ``principal`` is an admin (``what``: the operation, as a verb)."""
+    if principal.role != "admin":
+        raise NotAllowed(f"only admins may {what}")
 
 
 def _event_type(change: Change) -> EventType:
