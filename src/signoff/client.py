@@ -50,11 +50,14 @@ from signoff.wire import (
     AuditLog,
     BatchDecided,
     BatchResults,
+    DeliveryList,
     GrantList,
     RequestPage,
     TokenCreated,
     TokenList,
     TokenView,
+    WebhookList,
+    WebhookView,
 )
 
 try:
@@ -331,16 +334,16 @@ class _Ops:
     @staticmethod
     def add_webhook(url: str, secret: str | None, fmt: str) -> _Op[Webhook]:
         body = {"url": url, "secret": secret, "format": fmt}
-        return _Op("POST", f"{API}/webhooks", lambda r: Webhook.model_validate(r.json()), json=body)
+        return _Op(
+            "POST", f"{API}/webhooks", lambda r: Webhook.model_validate_json(r.content), json=body
+        )
 
     @staticmethod
     def list_webhooks() -> _Op[list[Webhook]]:
         return _Op(
             "GET",
             f"{API}/webhooks",
-            lambda r: [
-                Webhook.model_validate({**w, "secret": "(hidden)"}) for w in r.json()["items"]
-            ],
+            lambda r: [w.as_webhook() for w in WebhookList.model_validate_json(r.content).items],
         )
 
     @staticmethod
@@ -348,7 +351,7 @@ class _Ops:
         return _Op(
             "POST",
             f"{API}/webhooks/{webhook_id}/remove",
-            lambda r: Webhook.model_validate({**r.json(), "secret": "(hidden)"}),
+            lambda r: WebhookView.model_validate_json(r.content).as_webhook(),
         )
 
     @staticmethod
@@ -359,7 +362,7 @@ class _Ops:
         return _Op(
             "GET",
             f"{API}/webhooks/deliveries",
-            lambda r: [Delivery.model_validate(d) for d in r.json()["items"]],
+            lambda r: DeliveryList.model_validate_json(r.content).items,
             params=params,
         )
 
@@ -384,7 +387,7 @@ class _Ops:
         return _Op(
             "POST",
             f"{API}/webhooks/deliveries/{delivery_id}/redeliver",
-            lambda r: Delivery.model_validate(r.json()),
+            lambda r: Delivery.model_validate_json(r.content),
         )
 
     @staticmethod

@@ -5,22 +5,18 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from signoff.__version__ import __version__
-from signoff.domain.webhooks import DeliveryStatus, WebhookFormat
-from signoff.errors import NotAllowed
 from signoff.hosting import host_agents
 from signoff.preview_root import PreviewRoot
 from signoff.server.admin import admin_router
 from signoff.server.audit import audit_router
 from signoff.server.auth import cookie_principal
-from signoff.server.bodies import StrictBody
-from signoff.server.deps import API, Caller, ServiceDep
+from signoff.server.deps import API
 from signoff.server.errors import install_error_handlers
 from signoff.server.events import events_router
 from signoff.server.grants import grants_router
@@ -30,81 +26,10 @@ from signoff.server.requests import requests_router
 from signoff.server.shutdown import Shutdown
 from signoff.server.tasks import tasks_router
 from signoff.service import Service
-from signoff.store.base import MAX_PAGE
 from signoff.web.routes import SecurityHeaders, static_files, web_router
-from signoff.webhooks import WebhookDispatcher, add_webhook, redeliver, remove_webhook
+from signoff.webhooks import WebhookDispatcher
 
 __all__ = ["API", "create_app"]
-
-
-class WebhookBody(StrictBody):
-    """A webhook endpoint to add."""
-
-    url: str = Field(min_length=8, max_length=2000)
-    secret: str | None = Field(default=None, min_length=8, max_length=200)
-    format: WebhookFormat = "json"
-
-
-def api_router() -> APIRouter:
-    """The webhook endpoints (the rest of the contract has a router per resource)."""
-    router = APIRouter(prefix=API)
-
-    @router.post("/webhooks", status_code=201)
-    async def create_webhook(
-        body: WebhookBody, request: Request, service: ServiceDep, caller: Caller
-    ) -> dict[str, Any]:
-        """Add an endpoint that receives every event (admins); the secret is in this answer.
-
-        422 for a loopback, private or link-local target unless private ones are allowed.
-        """
-        webhook = await add_webhook(
-            service, caller, body.url, secret=body.secret, fmt=body.format,
-            allow_private=request.app.state.allow_private_webhooks,
-        )  # fmt: skip
-        return webhook.model_dump(mode="json")
-
-    @router.get("/webhooks")
-    async def list_webhooks(service: ServiceDep, caller: Caller) -> dict[str, Any]:
-        """Endpoints (admins), without their secrets."""
-        if caller.role != "admin":
-            raise NotAllowed("only admins manage webhooks")
-        items = await service.store.list_webhooks()
-        return {"items": [w.model_dump(mode="json", exclude={"secret"}) for w in items]}
-
-    @router.post("/webhooks/{webhook_id}/remove")
-    async def delete_webhook(
-        webhook_id: str, service: ServiceDep, caller: Caller
-    ) -> dict[str, Any]:
-        """Stop sending to an endpoint (admins)."""
-        removed = await remove_webhook(service, caller, webhook_id)
-        return removed.model_dump(mode="json", exclude={"secret"})
-
-    @router.get("/webhooks/deliveries")
-    async def deliveries(
-        service: ServiceDep,
-        caller: Caller,
-        status: DeliveryStatus | None = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    ) -> dict[str, Any]:
-        """The delivery log, newest first (admins)."""
-        if caller.role != "admin":
-            raise NotAllowed("only admins manage webhooks")
-        items = await service.store.list_deliveries(status=status, limit=limit)
-        return {"items": [d.model_dump(mode="json") for d in items]}
-
-    @router.post("/webhooks/deliveries/{delivery_id}/redeliver")
-    async def redeliver_one(
-        delivery_id: str, request: Request, service: ServiceDep, caller: Caller
-    ) -> dict[str, Any]:
-        """Send one delivery again now (admins)."""
-        public = getattr(request.app.state, "public_url", None)
-        delivery = await redeliver(
-            service, caller, delivery_id, base_url=public,
-            allow_private=request.app.state.allow_private_webhooks,
-        )  # fmt: skip
-        return delivery.model_dump(mode="json")
-
-    return router
 
 
 def create_app(
@@ -182,7 +107,6 @@ def create_app(
     app.include_router(grants_router())
     app.include_router(audit_router())
     app.include_router(admin_router())
-    app.include_router(api_router())
     app.include_router(events_router())
     app.state.tasks = runner
     app.include_router(tasks_router())

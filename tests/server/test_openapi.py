@@ -1,0 +1,95 @@
+"""The OpenAPI document names a real schema for each answer, the models of signoff.wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from signoff.server.app import API, create_app
+from signoff.testing import memory_service
+
+SPEC: dict[str, Any] = create_app(memory_service(), sweep=False).openapi()
+
+ONE_REQUEST = {"ApprovalRequest", "ChoiceRequest", "QuestionsRequest"}
+"""What an answer that is one request can be."""
+
+NAMED: dict[tuple[str, str, str], str] = {
+    ("get", "/requests", "200"): "RequestPage",
+    ("post", "/decisions", "200"): "BatchResults",
+    ("get", "/grants", "200"): "GrantList",
+    ("post", "/grants/{grant_id}/revoke", "200"): "Grant",
+    ("get", "/audit", "200"): "AuditLog",
+    ("get", "/audit/verify", "200"): "ChainReport",
+    ("get", "/audit/anchor", "200"): "AnchorView",
+    ("post", "/tokens", "201"): "TokenCreated",
+    ("get", "/tokens", "200"): "TokenList",
+    ("post", "/tokens/{token_id}/revoke", "200"): "TokenView",
+    ("get", "/me", "200"): "Principal",
+    ("post", "/webhooks", "201"): "Webhook",
+    ("get", "/webhooks", "200"): "WebhookList",
+    ("post", "/webhooks/{webhook_id}/remove", "200"): "WebhookView",
+    ("get", "/webhooks/deliveries", "200"): "DeliveryList",
+    ("post", "/webhooks/deliveries/{delivery_id}/redeliver", "200"): "Delivery",
+}
+"""Each answer whose schema is one named model: (method, path, status) to the model."""
+
+REQUEST_ANSWERS = [
+    ("post", "/requests", "201"),
+    ("post", "/requests", "200"),
+    ("get", "/requests/{request_id}", "200"),
+    ("get", "/requests/{request_id}/wait", "200"),
+    ("post", "/requests/{request_id}/decision", "200"),
+    ("post", "/requests/{request_id}/claim", "200"),
+    ("post", "/requests/{request_id}/lease", "200"),
+    ("post", "/requests/{request_id}/result", "200"),
+    ("post", "/requests/{request_id}/cancel", "200"),
+]
+"""Answers that are one request, of any kind."""
+
+
+def _schema(method: str, path: str, status: str) -> dict[str, Any]:
+    """The JSON schema of one answer."""
+    answer = SPEC["paths"][f"{API}{path}"][method]["responses"][status]
+    schema: dict[str, Any] = answer["content"]["application/json"]["schema"]
+    return schema
+
+
+def _name(ref: str) -> str:
+    return ref.removeprefix("#/components/schemas/")
+
+
+def _properties(model: str) -> set[str]:
+    return set(SPEC["components"]["schemas"][model]["properties"])
+
+
+@pytest.mark.parametrize(("method", "path", "status"), sorted(NAMED))
+def test_an_answer_names_its_model(method: str, path: str, status: str) -> None:
+    """The answer's schema is a reference to its model in the components."""
+    schema = _schema(method, path, status)
+    assert _name(schema.get("$ref", "")) == NAMED[method, path, status], schema
+
+
+@pytest.mark.parametrize(("method", "path", "status"), REQUEST_ANSWERS)
+def test_an_answer_that_is_one_request_is_any_kind(method: str, path: str, status: str) -> None:
+    """One request is one of the three kinds, told apart by ``kind``."""
+    schema = _schema(method, path, status)
+    assert {_name(s["$ref"]) for s in schema.get("oneOf", [])} == ONE_REQUEST, schema
+    assert schema["discriminator"]["propertyName"] == "kind"
+
+
+def test_a_page_holds_requests_of_any_kind() -> None:
+    """``RequestPage.items`` are requests, and a batch's results are decided or refused."""
+    page = SPEC["components"]["schemas"]["RequestPage"]["properties"]
+    assert {_name(s["$ref"]) for s in page["items"]["items"]["oneOf"]} == ONE_REQUEST
+    batch = SPEC["components"]["schemas"]["BatchResults"]["properties"]["results"]
+    assert {_name(s["$ref"]) for s in batch["items"]["anyOf"]} == {"BatchDecided", "BatchRefused"}
+
+
+def test_no_schema_shows_a_token_hash_or_a_listed_secret() -> None:
+    """Token answers have no hash; only the webhook an admin just added shows its secret."""
+    for model in ("TokenView", "TokenCreated"):
+        assert "token_hash" not in _properties(model)
+    assert "token" in _properties("TokenCreated")
+    assert "secret" not in _properties("WebhookView")
+    assert "secret" in _properties("Webhook")
