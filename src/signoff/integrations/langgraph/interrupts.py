@@ -1,38 +1,21 @@
-"""LangGraph: ask a person from inside a graph, and answer a paused graph through signoff.
+"""Inside a graph: ask a person with ``interrupt()``, and the ``human_feedback`` node.
 
-Two halves, usable apart:
-
-- Inside a graph: :func:`ask_human` pauses a node with ``interrupt()`` for structured
-  feedback (S4: approve / edit with feedback and answers / reject) or a choice among options
-  (S2), with a ``response_schema`` so a bad resume value is refused before it is saved.
-  :class:`HumanFeedback` is a ready ``human_feedback`` node with its routing: approve and
-  reject end the run, edit goes back to the agent node. It can review every agent turn
-  (``always_require_feedback``) and offer the model a ``request_human_input`` tool
-  (``enable_feedback_tool``).
-- Outside it: :class:`LangGraphBridge` files one signoff request per interrupt of a paused
-  thread (one per tool call for LangChain's ``HumanInTheLoopMiddleware``, in either
-  interrupt mode) and, once people decided them, resumes the thread with
-  ``Command(resume={interrupt_id: value})``. Every id is checked against the checkpoint's
-  live interrupts first: LangGraph takes a map with a stale id as the resume *value* when
-  one interrupt is pending. A batched interrupt always gets exactly one decision per action
-  request, in order; an edit can never switch tools.
-
-The bridge keeps a durable index in signoff's store: one :class:`~signoff.domain.tasks.Task`
-per waiting thread (``agent="langgraph"``, the thread id in ``session_id``, one
-:class:`~signoff.domain.tasks.PendingCall` per request), so a restarted process finds the
-threads waiting on people with :meth:`LangGraphBridge.waiting`. LangGraph has no query for
-that across threads.
+:func:`ask_human` pauses a node for structured feedback (S4: approve / edit with feedback
+and answers / reject) or a choice among options (S2), with a ``response_schema`` so a bad
+resume value is refused before it is saved. :class:`HumanFeedback` is a ready
+``human_feedback`` node with its routing: approve and reject end the run, edit goes back to
+the agent node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, overload
+from typing import Any, Literal, NotRequired, TypeAlias, overload
 
-from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_validator
+from pydantic import JsonValue, ValidationError, model_validator
 
 try:
-    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+    from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.graph import END, MessagesState
     from langgraph.types import interrupt
@@ -45,13 +28,10 @@ from signoff.domain.requests import (
     Question,
 )
 from signoff.domain.submission import NewRequest, QuestionIn
+from signoff.integrations.langgraph.base import FrozenModel, last_ai_message
 from signoff.service import validation_message
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
-    "AGENT_NAME",
     "FEEDBACK_TOOL",
     "FeedbackState",
     "HumanChoice",
@@ -60,42 +40,30 @@ __all__ = [
     "ask_human",
 ]
 
-AGENT_NAME = "langgraph"
-"""The ``agent`` of the bridge's Task records."""
-
 FEEDBACK_TOOL = "request_human_input"
 """The tool a model calls to ask the person questions (S4)."""
 
 HumanDecisionType: TypeAlias = Literal["approve", "edit", "reject"]
-MiddlewareDecisionType: TypeAlias = Literal["approve", "edit", "reject", "respond"]
-AskKind: TypeAlias = Literal["tool_call", "questions", "choice"]
 QuestionLike: TypeAlias = "str | Question | QuestionIn | Mapping[str, Any]"
-
-_ALL_MIDDLEWARE: tuple[MiddlewareDecisionType, ...] = ("approve", "edit", "reject", "respond")
-_KEY_LIMIT = 200  # NewRequest's longest session id, tool_call_id and idempotency key
 
 
 # -- inside a graph: ask_human ------------------------------------------------------------
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class HumanResponse(_Model):
+class HumanResponse(FrozenModel):
     """A person's answer to :func:`ask_human` questions: the resume value of that interrupt."""
 
     type: HumanDecisionType
     """``approve`` (finish), ``edit`` (go on with the feedback and answers), ``reject`` (stop)."""
     feedback: str | None = None
     """Overall feedback, with ``edit``."""
-    answers: dict[str, str] = {}
+    answers: dict[str, str] = {}  # noqa: RUF012 - a pydantic field (copied per instance)
     """Answers keyed by question id, with ``edit``."""
     reason: str = ""
     """Why, with ``reject``."""
 
 
-class HumanChoice(_Model):
+class HumanChoice(FrozenModel):
     """A person's answer to an :func:`ask_human` choice: the resume value of that interrupt."""
 
     type: Literal["choose", "reject"]
@@ -340,7 +308,7 @@ class HumanFeedback:
 
     def route_agent(self, state: Mapping[str, Any]) -> str:
         """After the agent: to the person, to the tools node, or to the end."""
-        last = _last_ai(state.get("messages", ()))
+        last = last_ai_message(state.get("messages", ()))
         calls = last.tool_calls if last is not None else []
         if self.enable_feedback_tool and any(c["name"] == FEEDBACK_TOOL for c in calls):
             return self.node_name
@@ -356,7 +324,7 @@ class HumanFeedback:
 
     def node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """The ``human_feedback`` node: ask, then answer the model's call or add feedback."""
-        last = _last_ai(state.get("messages", ()))
+        last = last_ai_message(state.get("messages", ()))
         calls = last.tool_calls if last is not None else []
         asked = (
             [c for c in calls if c["name"] == FEEDBACK_TOOL] if self.enable_feedback_tool else []
@@ -407,28 +375,4 @@ def _feedback_message(response: HumanResponse, questions: Sequence[Question]) ->
     return "\n".join(lines)
 
 
-def _last_ai(messages: Any) -> AIMessage | None:
-    return next((m for m in reversed(list(messages)) if isinstance(m, AIMessage)), None)
-
-
 # -- decisions in the middleware's shapes -------------------------------------------------
-
-_BRIDGE = frozenset(
-    {
-        "GraphAsk",
-        "LangGraphBridge",
-        "Resumed",
-        "batch_response",
-        "check_middleware_decision",
-        "middleware_decision",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    """The bridge's names, from :mod:`signoff.integrations.langgraph_bridge` (kept apart)."""
-    if name in _BRIDGE:
-        from signoff.integrations import langgraph_bridge
-
-        return getattr(langgraph_bridge, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
