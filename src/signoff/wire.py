@@ -169,30 +169,21 @@ class TokenView(_Answer):
         return TokenRecord(**shown, token_hash=NOT_DISCLOSED)
 
 
-class TokenCreated(_Answer):
-    """A new token (``POST /tokens``): the only answer that ever holds the token."""
-
+class _NewToken(_Answer):
     token: str
     """The token itself; only its hash is stored, so it cannot be shown again."""
-    id: str
-    """Its public id."""
-    name: str
-    """The principal it authenticates as."""
-    role: Role
-    """That principal's role."""
-    created_at: datetime
-    """Now."""
-    revoked_at: datetime | None = None
-    """None: it was just made."""
+
+
+class TokenCreated(TokenView, _NewToken):
+    """A new token (``POST /tokens``): the only answer that ever holds the token.
+
+    The token comes first, then the view of its record (the bases are in that order).
+    """
 
     @classmethod
     def issued(cls, token: str, record: TokenRecord) -> TokenCreated:
         """The answer for ``token``, just created with ``record``."""
         return cls(token=token, **dict(TokenView.of(record)))
-
-    def as_record(self) -> TokenRecord:
-        """Its record, with :data:`NOT_DISCLOSED` for the hash."""
-        return TokenView.model_validate(self, from_attributes=True).as_record()
 
 
 class TokenList(_Answer):

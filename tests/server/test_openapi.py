@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
+from pydantic import BaseModel, TypeAdapter
 
+from signoff.domain.audit import ChainReport
+from signoff.domain.principals import Principal
+from signoff.domain.requests import RequestAdapter
 from signoff.server.app import API, create_app
 from signoff.testing import memory_service
+from signoff.wire import (
+    AnchorView,
+    AuditLog,
+    BatchResults,
+    DeliveryList,
+    GrantList,
+    RequestPage,
+    TokenCreated,
+    TokenList,
+    TokenView,
+    WebhookList,
+)
 
 SPEC: dict[str, Any] = create_app(memory_service(), sweep=False).openapi()
 
@@ -93,3 +110,40 @@ def test_no_schema_shows_a_token_hash_or_a_listed_secret() -> None:
     assert "token" in _properties("TokenCreated")
     assert "secret" not in _properties("WebhookView")
     assert "secret" in _properties("Webhook")
+
+
+def _read_as(model: type[BaseModel] | TypeAdapter[Any], response: httpx.Response) -> None:
+    """The answer reads as ``model`` and writes back as the same JSON, keys in order."""
+    assert response.is_success, response.text
+    adapter = model if isinstance(model, TypeAdapter) else TypeAdapter(model)
+    again = adapter.dump_python(adapter.validate_json(response.content), mode="json")
+    sent = response.json()
+    assert again == sent
+    assert list(again) == list(sent)
+
+
+async def test_each_answer_is_exactly_its_model(
+    agent: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    """Real answers read as their models with nothing lost, added or reordered."""
+    call = {"session_id": "s", "tool_name": "t", "tool_args": {"a": 1}}
+    submitted = await agent.post(f"{API}/requests", json=call)
+    _read_as(RequestAdapter, submitted)
+    _read_as(RequestPage, await admin.get(f"{API}/requests"))
+    ids = [submitted.json()["id"], "req_nobody"]
+    _read_as(
+        BatchResults, await admin.post(f"{API}/decisions", json={"ids": ids, "type": "approve"})
+    )
+    _read_as(AuditLog, await admin.get(f"{API}/audit"))
+    _read_as(ChainReport, await admin.get(f"{API}/audit/verify"))
+    anchor = await admin.get(f"{API}/audit/anchor")
+    _read_as(AnchorView, anchor)
+    assert anchor.json()["at"].endswith("+00:00")
+    created = await admin.post(f"{API}/tokens", json={"name": "ci", "role": "agent"})
+    _read_as(TokenCreated, created)
+    _read_as(TokenList, await admin.get(f"{API}/tokens"))
+    _read_as(TokenView, await admin.post(f"{API}/tokens/{created.json()['id']}/revoke"))
+    _read_as(Principal, await agent.get(f"{API}/me"))
+    _read_as(GrantList, await admin.get(f"{API}/grants"))
+    _read_as(WebhookList, await admin.get(f"{API}/webhooks"))
+    _read_as(DeliveryList, await admin.get(f"{API}/webhooks/deliveries"))
