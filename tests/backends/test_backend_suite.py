@@ -6,7 +6,9 @@ server for the module). Both must answer alike, refusals included: the same resu
 same exception, whatever side of the wire the caller is on.
 
 The server is shared, so each test works in a session of its own and reads back only what
-it made.
+it made. It hosts an agent (``--agent``), so that its task routes answer; the tasks the
+tests read are stored through a service on the server's own database, as a hosted run
+stores them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from signoff.bus.local import LocalBus
 from signoff.client import API, AsyncClient
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.tasks import Task
 from signoff.errors import (
     ArgsMismatch,
     GrantNotFound,
@@ -33,6 +36,7 @@ from signoff.errors import (
     InvalidTransition,
     NotAllowed,
     RequestNotFound,
+    TaskNotFound,
     TokenNotFound,
 )
 from signoff.service import Service
@@ -44,6 +48,9 @@ AGENT, OTHER, APPROVER, ADMIN = "bot", "other-bot", "alice", "root"
 """The principals every test acts as: two agents, a person who decides, an admin."""
 
 ROLES: dict[str, Role] = {AGENT: "agent", OTHER: "agent", APPROVER: "approver", ADMIN: "admin"}
+
+HOSTED_AGENT = "deploy=tests.paths.hosted_agent:hosted"
+"""An agent for the server to host, so that it serves tasks."""
 
 PUBLIC_HOOK = "https://1.1.1.1/signoff-suite"
 """A public address (no name to resolve); nothing is sent to it: no event while it exists."""
@@ -58,6 +65,8 @@ class Team:
     other: Backend
     approver: Backend
     admin: Backend
+    store_task: Callable[[str], Awaitable[Task]]
+    """Store a task of the hosted agent's, started by the named user (as a hosted run does)."""
 
 
 @dataclass
@@ -73,7 +82,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One real server for the module, with the team's tokens created through its API."""
     tmp = tmp_path_factory.mktemp("suite")
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp), "COLUMNS": "200"}
-    server = start_server(f"sqlite:///{tmp / 'serve.db'}", free_port(), env)
+    db = f"sqlite:///{tmp / 'serve.db'}"
+    server = start_server(db, free_port(), env, "--agent", HOSTED_AGENT)
     try:
         assert server.admin_token is not None
         tokens = {name: _create_token(server, name, role) for name, role in ROLES.items()}
@@ -116,7 +126,10 @@ class _LocalTeam:
         await self.service.open()
         as_ = {name: LocalBackend(self.service, Principal(name=name, role=role))
                for name, role in ROLES.items()}  # fmt: skip
-        return Team("local", as_[AGENT], as_[OTHER], as_[APPROVER], as_[ADMIN])
+        return Team("local", as_[AGENT], as_[OTHER], as_[APPROVER], as_[ADMIN], self.store_task)
+
+    async def store_task(self, user: str) -> Task:
+        return await self.service.create_task(agent="deploy", user=user, prompt="deploy")
 
     async def __aexit__(self, *_: object) -> None:
         await self.service.close()
@@ -128,10 +141,16 @@ class _HttpTeam:
     def __init__(self, served: Served) -> None:
         base = served.server.base
         self.clients = {name: AsyncClient(base, token) for name, token in served.tokens.items()}
+        self.db = Path(served.server.db.removeprefix("sqlite:///"))
 
     async def __aenter__(self) -> Team:
         c = self.clients
-        return Team("http", c[AGENT], c[OTHER], c[APPROVER], c[ADMIN])
+        return Team("http", c[AGENT], c[OTHER], c[APPROVER], c[ADMIN], self.store_task)
+
+    async def store_task(self, user: str) -> Task:
+        service = Service(SQLiteStore(self.db), read_file=None, follow=False)
+        async with service:
+            return await service.create_task(agent="deploy", user=user, prompt="deploy")
 
     async def __aexit__(self, *_: object) -> None:
         for client in self.clients.values():
@@ -525,3 +544,29 @@ async def test_webhooks_are_for_admins(team: Team, who: str) -> None:
         await backend.list_deliveries()
     with pytest.raises(NotAllowed):
         await backend.redeliver("dlv_unknown")
+
+
+# -- hosted tasks --------------------------------------------------------------------------
+
+
+async def test_a_task_is_seen_by_its_user_and_by_people(team: Team) -> None:
+    task = await team.store_task(AGENT)
+    assert (await team.agent.get_task(task.id)).id == task.id
+    assert (await team.approver.get_task(task.id)).user == AGENT
+    assert task.id in {t.id for t in await team.agent.list_tasks()}
+    assert task.id in {t.id for t in await team.admin.list_tasks(status="Running")}
+    assert task.id not in {t.id for t in await team.agent.list_tasks(status="Completed")}
+
+
+async def test_an_agent_may_not_see_another_users_task(team: Team) -> None:
+    task = await team.store_task(AGENT)
+    with pytest.raises(TaskNotFound):
+        await team.other.get_task(task.id)
+    assert task.id not in {t.id for t in await team.other.list_tasks()}
+
+
+async def test_tasks_refuse_bad_input(team: Team) -> None:
+    with pytest.raises(TaskNotFound):
+        await team.admin.get_task("tsk_unknown")
+    with pytest.raises(InvalidRequest):
+        await team.admin.list_tasks(status="Sleeping")
