@@ -1,9 +1,11 @@
 """One backend suite: every operation of ``Backend``, in this process and over HTTP.
 
-Each test runs twice, through the ``team`` fixture: on ``LocalBackend`` (a service on a
-SQLite file in ``tmp_path``) and on ``AsyncClient`` against a real ``signoff serve`` (one
-server for the module). Both must answer alike, refusals included: the same result, the
-same exception, whatever side of the wire the caller is on.
+Each test runs three times, through the ``team`` fixture: on ``LocalBackend`` (a service on
+a SQLite file in ``tmp_path``), on ``AsyncClient`` against a real ``signoff serve`` (one
+server for the module), and on the blocking ``Client`` against the same server, as
+``as_backend`` offers it to async code (all but the event stream, which it does not have).
+All must answer alike, refusals included: the same result, the same exception, whatever side
+of the wire the caller is on.
 
 The server is shared, so each test works in a session of its own and reads back only what
 it made. It hosts an agent (``--agent``), so that its task routes answer; the tasks the
@@ -23,9 +25,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from signoff.backends import Backend, LocalBackend
+from signoff.backends import Backend, LocalBackend, as_backend
 from signoff.bus.local import LocalBus
-from signoff.client import API, AsyncClient
+from signoff.client import API, AsyncClient, Client
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.tasks import Task
@@ -105,14 +107,16 @@ def _create_token(server: Server, name: str, role: Role) -> str:
     return token
 
 
-@pytest.fixture(params=["local", "http"])
+@pytest.fixture(params=["local", "http", "blocking"])
 async def team(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Team]:
-    """The team on ``LocalBackend`` (SQLite in ``tmp_path``) or on ``AsyncClient``."""
+    """The team on ``LocalBackend`` (SQLite in ``tmp_path``), on ``AsyncClient``, or on the
+    blocking ``Client`` through ``as_backend``."""
     if request.param == "local":
         async with _LocalTeam(tmp_path) as local:
             yield local
     else:
-        async with _HttpTeam(request.getfixturevalue("served")) as remote:
+        served = request.getfixturevalue("served")
+        async with _HttpTeam(served, blocking=request.param == "blocking") as remote:
             yield remote
 
 
@@ -138,14 +142,18 @@ class _LocalTeam:
 class _HttpTeam:
     """The team as AsyncClients of the module's server, for ``async with``."""
 
-    def __init__(self, served: Served) -> None:
+    def __init__(self, served: Served, *, blocking: bool) -> None:
         base = served.server.base
-        self.clients = {name: AsyncClient(base, token) for name, token in served.tokens.items()}
+        self.kind = "blocking" if blocking else "http"
+        self.clients: dict[str, AsyncClient | Client] = {
+            name: (Client if blocking else AsyncClient)(base, token)
+            for name, token in served.tokens.items()
+        }
         self.db = Path(served.server.db.removeprefix("sqlite:///"))
 
     async def __aenter__(self) -> Team:
-        c = self.clients
-        return Team("http", c[AGENT], c[OTHER], c[APPROVER], c[ADMIN], self.store_task)
+        c = {name: as_backend(client) for name, client in self.clients.items()}
+        return Team(self.kind, c[AGENT], c[OTHER], c[APPROVER], c[ADMIN], self.store_task)
 
     async def store_task(self, user: str) -> Task:
         service = Service(SQLiteStore(self.db), read_file=None, follow=False)
@@ -154,7 +162,10 @@ class _HttpTeam:
 
     async def __aexit__(self, *_: object) -> None:
         for client in self.clients.values():
-            await client.aclose()
+            if isinstance(client, Client):
+                client.close()
+            else:
+                await client.aclose()
 
 
 def new_session() -> str:
@@ -465,7 +476,14 @@ async def test_tokens_are_for_admins(team: Team, who: str) -> None:
 # -- events --------------------------------------------------------------------------------
 
 
+def needs_events(team: Team) -> None:
+    """Skip on the blocking client, which leaves the event stream to AsyncClient."""
+    if team.kind == "blocking":
+        pytest.skip("the blocking Client has no event stream")
+
+
 async def test_events_replay_and_follow_a_session(team: Team) -> None:
+    needs_events(team)
     session = new_session()
     request = await file_call(team.agent, session)
     seen: list[tuple[str, str]] = []
@@ -484,6 +502,7 @@ async def test_events_replay_and_follow_a_session(team: Team) -> None:
 
 
 async def test_an_agent_follows_only_its_own_requests(team: Team) -> None:
+    needs_events(team)
     session = new_session()
     await file_call(team.other, session)
     mine = await file_call(team.agent, session)
@@ -529,6 +548,13 @@ async def test_the_delivery_log(team: Team) -> None:
     assert isinstance(await team.admin.list_deliveries(status="failed", limit=5), list)
     with pytest.raises(InvalidRequest):
         await team.admin.list_deliveries(status="lost")
+
+
+async def test_unknown_webhooks_and_deliveries(team: Team) -> None:
+    with pytest.raises(InvalidRequest):
+        await team.admin.remove_webhook("whk_unknown")
+    with pytest.raises(InvalidRequest):
+        await team.admin.redeliver("dlv_unknown")
 
 
 @pytest.mark.parametrize("who", ["agent", "approver"])
