@@ -15,7 +15,7 @@ def test_the_built_in_host_runs_pydantic_ai_agents() -> None:
     """Without another host registered, pydantic-ai's TaskRunner hosts the agents."""
     from pydantic_ai.models.test import TestModel
 
-    from signoff.integrations.pydantic_ai_tasks import TaskRunner
+    from signoff.integrations.pydantic_ai.tasks import TaskRunner
 
     agent = pydantic_ai.Agent(TestModel())
     host: HostedAgents = host_agents(Service(MemoryStore()), {"quiet": agent})

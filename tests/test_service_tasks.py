@@ -136,7 +136,7 @@ async def test_a_stale_chat_session_save_is_invalid_transition(tmp_path: Path) -
 def test_task_view_moved_to_the_router_with_a_warning() -> None:
     """The old name of the API's task view still works, with a DeprecationWarning."""
     pytest.importorskip("pydantic_ai")
-    from signoff.integrations import pydantic_ai_tasks
+    from signoff.integrations.pydantic_ai import tasks as pydantic_ai_tasks
     from signoff.server.tasks import task_view
 
     with pytest.warns(DeprecationWarning, match="signoff.server.tasks.task_view"):

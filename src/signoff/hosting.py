@@ -25,7 +25,7 @@ __all__ = ["BUILT_IN", "Action", "HostFactory", "HostedAgents", "host_agents", "
 Action = Literal["approve", "reject", "edit"]
 """What ``POST /tasks/{id}/resume/{request_id}`` does with the request it names."""
 
-BUILT_IN = "signoff.integrations.pydantic_ai_tasks"
+BUILT_IN = "signoff.integrations.pydantic_ai.tasks"
 """The module that registers the built-in host (pydantic-ai agents) when imported."""
 
 

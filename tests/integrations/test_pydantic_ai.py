@@ -28,7 +28,6 @@ from signoff.domain.policies import Policy
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import InvalidDecision, InvalidRequest
 from signoff.executor import Executor
-from signoff.integrations import pydantic_ai as pydantic_ai_integration
 from signoff.integrations.pydantic_ai import (
     SignoffGate,
     checked_results,
@@ -37,6 +36,7 @@ from signoff.integrations.pydantic_ai import (
     resolve_deferred,
     run_with_signoff,
 )
+from signoff.integrations.pydantic_ai import gate as pydantic_ai_integration
 from signoff.service import Service
 from signoff.store.base import RequestQuery
 from signoff.store.sqlite import SQLiteStore

@@ -26,7 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from signoff.backends import Backend, LocalBackend
 from signoff.domain.requests import Request
 from signoff.errors import InvalidDecision, InvalidRequest
-from signoff.integrations.pydantic_ai_human import NO_ANSWER, human_toolset
+from signoff.integrations.pydantic_ai.human import NO_ANSWER, human_toolset
 from signoff.store.base import RequestQuery
 from signoff.testing import AGENT, APPROVER, memory_service
 from tests.integrations.conftest import Sides

@@ -235,7 +235,7 @@ async def test_policy_denied_calls_are_recorded_and_never_run(hosted: Hosted) ->
         ),
         ran,
     )
-    from signoff.integrations.pydantic_ai_tasks import TaskRunner
+    from signoff.integrations.pydantic_ai.tasks import TaskRunner
 
     runner = TaskRunner(hosted.service, {"w": agent})
     task = await runner.run("w", "go", APPROVER)
@@ -262,7 +262,7 @@ async def test_without_agents_the_task_endpoints_say_so(tmp_path: Path) -> None:
 async def test_an_approver_the_policy_names_may_resume_another_users_task(tmp_path: Path) -> None:
     """The task's user or a designated approver may resume; another approver gets 403."""
     from signoff.errors import NotAllowed
-    from signoff.integrations.pydantic_ai_tasks import TaskRunner
+    from signoff.integrations.pydantic_ai.tasks import TaskRunner
 
     policy = Policy.from_toml(
         '[tools]\nneed_approval = ["*"]\n\n[governance]\napprovers = ["bob"]\n'

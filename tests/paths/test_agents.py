@@ -163,7 +163,7 @@ async def run_pydantic_ai(paths: PathsServer, scenario: Scenario, session_id: st
 
     from signoff.domain.policies import Policy
     from signoff.integrations.pydantic_ai import run_with_signoff
-    from signoff.integrations.pydantic_ai_human import human_toolset
+    from signoff.integrations.pydantic_ai.human import human_toolset
 
     if scenario.kind == "approval":
         call = ToolCallPart(scenario.tool, dict(ARGS), tool_call_id="call_1")

@@ -91,7 +91,7 @@ def demo(
         from signoff.domain.policies import Policy
         from signoff.executor import Executor, ToolRegistry
         from signoff.integrations.pydantic_ai import SignoffGate, queue_status_toolset
-        from signoff.integrations.pydantic_ai_human import human_toolset
+        from signoff.integrations.pydantic_ai.human import human_toolset
         from signoff.server.app import create_app
     except ImportError:
         fail("the demo needs its extras: pip install 'signoff[server,pydantic-ai]'")
