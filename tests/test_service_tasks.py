@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -136,8 +138,10 @@ async def test_a_stale_chat_session_save_is_invalid_transition(tmp_path: Path) -
 def test_task_view_moved_to_the_router_with_a_warning() -> None:
     """The old name of the API's task view still works, with a DeprecationWarning."""
     pytest.importorskip("pydantic_ai")
-    from signoff.integrations.pydantic_ai import tasks as pydantic_ai_tasks
     from signoff.server.tasks import task_view
 
+    sys.modules.pop("signoff.integrations.pydantic_ai_tasks", None)
+    with pytest.warns(DeprecationWarning, match="pydantic_ai_tasks is deprecated"):
+        old = importlib.import_module("signoff.integrations.pydantic_ai_tasks")
     with pytest.warns(DeprecationWarning, match="signoff.server.tasks.task_view"):
-        assert pydantic_ai_tasks.task_view is task_view
+        assert old.task_view is task_view

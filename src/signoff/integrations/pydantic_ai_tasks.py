@@ -2,7 +2,6 @@
 
 import warnings
 
-from signoff.integrations.pydantic_ai import tasks
 from signoff.integrations.pydantic_ai.tasks import TaskRunner
 
 __all__ = ["TaskRunner"]
@@ -16,5 +15,15 @@ warnings.warn(
 
 
 def __getattr__(name: str) -> object:
-    """``task_view``, deprecated in the module that moved, with its own warning."""
-    return getattr(tasks, name)
+    """``task_view``, deprecated: the API's task view is ``signoff.server.tasks.task_view``."""
+    if name == "task_view":  # moved to the router that shows tasks
+        warnings.warn(
+            "signoff.integrations.pydantic_ai_tasks.task_view is deprecated: "
+            "use signoff.server.tasks.task_view",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from signoff.server.tasks import task_view
+
+        return task_view
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -412,20 +411,6 @@ class TaskRunner:
             }
         )
         return await self.service.save_task(completed)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "task_view":  # moved to the router that shows tasks
-        warnings.warn(
-            "signoff.integrations.pydantic_ai_tasks.task_view is deprecated: "
-            "use signoff.server.tasks.task_view",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        from signoff.server.tasks import task_view
-
-        return task_view
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 register_host(TaskRunner)
