@@ -116,3 +116,15 @@ async def test_only_admins_manage_webhooks_over_http(
     async with AsyncClient(served.base, tokens[role]) as client:
         with pytest.raises(NotAllowed, match="only admins manage webhooks"):
             await operation(client)
+
+
+async def test_the_old_webhook_functions_warn_and_still_work(service: Service) -> None:
+    """signoff.webhooks.add_webhook / remove_webhook call the service, with a DeprecationWarning."""
+    from signoff import webhooks
+
+    with pytest.warns(DeprecationWarning, match="Service.add_webhook"):
+        hook = await webhooks.add_webhook(service, ADMIN, HOOK, allow_private=True)
+    with pytest.warns(DeprecationWarning, match="Service.remove_webhook"):
+        assert not (await webhooks.remove_webhook(service, ADMIN, hook.id)).active
+    with pytest.warns(DeprecationWarning, match="deprecated"), pytest.raises(NotAllowed):
+        await webhooks.add_webhook(service, APPROVER, HOOK, allow_private=True)

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import warnings
 from typing import Any
 
 import httpx
@@ -292,6 +293,15 @@ class WebhookDispatcher:
                     await asyncio.wait_for(self._wake.wait(), self._poll)
 
 
+def _moved(name: str) -> None:
+    warnings.warn(
+        f"signoff.webhooks.{name} is deprecated: use Service.{name} (the service is the only "
+        "writer; it takes the principal after the webhook's URL or id)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
 async def add_webhook(
     service: Service,
     principal: Principal,
@@ -301,14 +311,16 @@ async def add_webhook(
     fmt: WebhookFormat = "json",
     allow_private: bool = False,
 ) -> Webhook:
-    """Register an endpoint: :meth:`Service.add_webhook`, the arguments in the old order."""
+    """Deprecated: :meth:`Service.add_webhook` (``service.add_webhook(url, principal)``)."""
+    _moved("add_webhook")
     return await service.add_webhook(
         url, principal, secret=secret, fmt=fmt, allow_private=allow_private
     )
 
 
 async def remove_webhook(service: Service, principal: Principal, webhook_id: str) -> Webhook:
-    """Stop sending to an endpoint: :meth:`Service.remove_webhook`, the old argument order."""
+    """Deprecated: :meth:`Service.remove_webhook` (``service.remove_webhook(id, principal)``)."""
+    _moved("remove_webhook")
     return await service.remove_webhook(webhook_id, principal)
 
 
