@@ -16,11 +16,12 @@ $(STAMP): pyproject.toml
 test: lint
 	$(BIN)/python -m pytest
 
-## ruff and mypy --strict over src, tests and bench
+## ruff, mypy --strict over src, tests and bench, and the layers (docs/architecture.md)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 ## the server: HTTP API and live events on the default SQLite database
 serve: $(STAMP)
