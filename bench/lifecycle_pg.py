@@ -65,8 +65,12 @@ async def plain_asyncpg(url: str, lifecycles: int) -> float:
         """
     )
     prev = "0" * 64
-    steps = [("created", "pending"), ("decided", "approved"), ("status", "executing"),
-             ("result", "completed")]  # fmt: skip
+    steps = [
+        ("created", "pending"),
+        ("decided", "approved"),
+        ("status", "executing"),
+        ("result", "completed"),
+    ]
     start = time.perf_counter()
     for n in range(lifecycles):
         rid = f"req_{n:012d}"
@@ -78,23 +82,38 @@ async def plain_asyncpg(url: str, lifecycles: int) -> float:
                 if version == 1:
                     await db.execute(
                         "INSERT INTO requests VALUES ($1, $2, $3, $4, $5, $6)",
-                        rid, status, "s1", time.time_ns() // 1000, version, data,
-                    )  # fmt: skip
+                        rid,
+                        status,
+                        "s1",
+                        time.time_ns() // 1000,
+                        version,
+                        data,
+                    )
                 else:
                     await db.execute(
                         "UPDATE requests SET status = $1, version = $2, data = $3 "
                         "WHERE id = $4 AND version = $5",
-                        status, version, data, rid, version - 1,
-                    )  # fmt: skip
+                        status,
+                        version,
+                        data,
+                        rid,
+                        version - 1,
+                    )
                 await db.execute(
                     "INSERT INTO audit (request_id, action, details, prev_hash, hash) "
                     "VALUES ($1, $2, $3, $4, $5)",
-                    rid, event, details, prev, digest,
-                )  # fmt: skip
+                    rid,
+                    event,
+                    details,
+                    prev,
+                    digest,
+                )
                 await db.execute(
                     "INSERT INTO events (type, request_id, data) VALUES ($1, $2, $3)",
-                    event, rid, data,
-                )  # fmt: skip
+                    event,
+                    rid,
+                    data,
+                )
             prev = digest
     elapsed = time.perf_counter() - start
     await db.close()

@@ -47,17 +47,19 @@ async def measure(servers: list[Server], lifecycles: int, agents: int) -> float:
         while done < lifecycles:
             args = {"command": f"job {n}"}
             created = await mine.post(
-                f"{API}/requests", json={"session_id": f"s{n}", "tool_name": "shell",
-                                         "tool_args": args}, headers=bearer(agent),
-            )  # fmt: skip
+                f"{API}/requests",
+                json={"session_id": f"s{n}", "tool_name": "shell", "tool_args": args},
+                headers=bearer(agent),
+            )
             request_id = created.json()["id"]
             waiting = asyncio.create_task(
                 mine.get(f"{API}/requests/{request_id}/wait?timeout=60", headers=bearer(agent))
             )
             await other.post(
-                f"{API}/requests/{request_id}/decision", json={"type": "approve"},
+                f"{API}/requests/{request_id}/decision",
+                json={"type": "approve"},
                 headers=bearer(person),
-            )  # fmt: skip
+            )
             assert (await waiting).json()["status"] == "approved"
             await mine.post(
                 f"{API}/requests/{request_id}/claim", json={"args": args}, headers=bearer(agent)

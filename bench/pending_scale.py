@@ -51,9 +51,19 @@ def row(n: int, session: str, status: Status) -> tuple[object, ...]:
         tool_args={"command": f"echo {n}"},
     )
     return (
-        request.id, "approval", status, session, "shell", None, "agent", None,
-        to_micros(created), None, 1, RequestAdapter.dump_json(request).decode(),
-    )  # fmt: skip
+        request.id,
+        "approval",
+        status,
+        session,
+        "shell",
+        None,
+        "agent",
+        None,
+        to_micros(created),
+        None,
+        1,
+        RequestAdapter.dump_json(request).decode(),
+    )
 
 
 async def fill(path: Path, rows: int) -> None:
@@ -76,9 +86,21 @@ async def fill(path: Path, rows: int) -> None:
             created_us = to_micros(T0) + n * 1000
             data = template.replace("req_000000000000", f"req_{n:012d}")
             batch.append(
-                (f"req_{n:012d}", "approval", status, session, "shell", None, "agent", None,
-                 created_us, None, 1, data)
-            )  # fmt: skip
+                (
+                    f"req_{n:012d}",
+                    "approval",
+                    status,
+                    session,
+                    "shell",
+                    None,
+                    "agent",
+                    None,
+                    created_us,
+                    None,
+                    1,
+                    data,
+                )
+            )
         if len(batch) >= 50_000:
             db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", batch)
             batch.clear()

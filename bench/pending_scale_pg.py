@@ -33,9 +33,19 @@ from signoff.store.postgres import PostgresStore
 # The requests table's columns in migration order (src/signoff/store/postgres_migrations.py),
 # which is also the order of pending_scale.row's tuples.
 COLUMNS = (
-    "id", "kind", "status", "session_id", "tool_name", "tool_call_id", "requested_by",
-    "idempotency_key", "created_us", "expires_us", "version", "data",
-)  # fmt: skip
+    "id",
+    "kind",
+    "status",
+    "session_id",
+    "tool_name",
+    "tool_call_id",
+    "requested_by",
+    "idempotency_key",
+    "created_us",
+    "expires_us",
+    "version",
+    "data",
+)
 BATCH = 100_000
 
 
@@ -61,10 +71,19 @@ def records(rows: int) -> Iterator[tuple[object, ...]]:
         else:
             rid = f"req_{n:012d}"
             yield (
-                rid, "approval", STATUSES[n % len(STATUSES)], f"session-{n % 20_000}", "shell",
-                None, "agent", None, base_us + n * 1000, None, 1,
+                rid,
+                "approval",
+                STATUSES[n % len(STATUSES)],
+                f"session-{n % 20_000}",
+                "shell",
+                None,
+                "agent",
+                None,
+                base_us + n * 1000,
+                None,
+                1,
                 template.replace("req_000000000000", rid),
-            )  # fmt: skip
+            )
 
 
 async def fill(url: str, rows: int) -> None:

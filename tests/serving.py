@@ -41,8 +41,12 @@ class Server:
         """Run a CLI command on the same database."""
         return subprocess.run(
             [sys.executable, "-m", "signoff", *args, "--db", self.db],
-            capture_output=True, text=True, env=self.env, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+            check=False,
+        )
 
     def stop(self) -> None:
         """Stop the server and wait for it."""
@@ -56,8 +60,12 @@ def start_server(
     """Start ``signoff serve`` (with ``extra`` options) and wait until /healthz answers."""
     process = subprocess.Popen(
         [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

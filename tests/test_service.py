@@ -85,8 +85,9 @@ async def test_idempotent_submit(service: Service) -> None:
     for other in ({"tool_name": "shell", "tool_args": {}}, {"tool_name": "rm", "tool_args": ARGS}):
         with pytest.raises(InvalidRequest, match="already used in session 's1' for a different"):
             await service.submit({"session_id": "s1", "tool_call_id": "c1", **other}, AGENT)
-    keyed = await service.submit({"session_id": "s9", "kind": "questions", "questions": ["?"],
-                                  "idempotency_key": "k"}, AGENT)  # fmt: skip
+    keyed = await service.submit(
+        {"session_id": "s9", "kind": "questions", "questions": ["?"], "idempotency_key": "k"}, AGENT
+    )
     keyed_again = await service.submit(
         {"session_id": "s8", "kind": "questions", "questions": ["!"], "idempotency_key": "k"},
         AGENT,
@@ -108,8 +109,13 @@ async def test_idempotent_submit(service: Service) -> None:
 async def test_call_ids_are_each_agents_own(service: Service) -> None:
     """Two agents using one session + tool_call_id + key each get (and get back) their own."""
     other = Principal(name="other", role="agent")
-    body = {"session_id": "s1", "tool_name": "shell", "tool_args": ARGS, "tool_call_id": "c1",
-            "idempotency_key": "k"}  # fmt: skip
+    body = {
+        "session_id": "s1",
+        "tool_name": "shell",
+        "tool_args": ARGS,
+        "tool_call_id": "c1",
+        "idempotency_key": "k",
+    }
     mine = await service.submit(body, AGENT)
     theirs = await service.submit(body, other)
     assert mine.created and theirs.created
@@ -247,8 +253,9 @@ async def test_unapproved_calls_cannot_be_claimed(service: Service) -> None:
 
 async def test_bad_input_changes_nothing(service: Service) -> None:
     """Each kind of bad input raises its own error and leaves state untouched."""
-    choice = await submit(service, kind="choice", prompt="Which?", options=["a", "b"],
-                          tool_name=None, tool_args=None)  # fmt: skip
+    choice = await submit(
+        service, kind="choice", prompt="Which?", options=["a", "b"], tool_name=None, tool_args=None
+    )
     approval = await submit(service)
     before = [await snapshot(service, choice.id), await snapshot(service, approval.id)]
     with pytest.raises(RequestNotFound):
@@ -297,8 +304,9 @@ async def test_invalid_submissions_name_the_field(service: Service) -> None:
 
 async def test_decisions_per_kind(service: Service) -> None:
     """choose (single, multi, free text), answer and respond record what was decided."""
-    single = await submit(service, kind="choice", prompt="p", options=["a", "b"],
-                          tool_name=None, tool_args=None)  # fmt: skip
+    single = await submit(
+        service, kind="choice", prompt="p", options=["a", "b"], tool_name=None, tool_args=None
+    )
     decided = await service.decide(single.id, {"type": "choose", "choice": "b"}, APPROVER)
     assert decided.status == "approved"
     assert decided.decision is not None and decided.decision.extra == {"choices": ["b"]}
@@ -380,12 +388,25 @@ async def test_expiry_policies(store: Any, clock: FakeClock) -> None:
     rejecting = await submit(service, tool_name="other")
     approving = await submit(service, expires_in=100)
     assert approving.expiry_set_by == 'rules[0] "approve-shell-on-expiry" in <string>'
-    choosing = await submit(service, kind="choice", prompt="p", options=["a", "b"],
-                            on_expire="default", default_choice="b",
-                            tool_name=None, tool_args=None)  # fmt: skip
-    answering = await submit(service, kind="questions", questions=["Q?"],
-                             on_expire="default", default_answers={"q1": "later"},
-                             tool_name=None, tool_args=None)  # fmt: skip
+    choosing = await submit(
+        service,
+        kind="choice",
+        prompt="p",
+        options=["a", "b"],
+        on_expire="default",
+        default_choice="b",
+        tool_name=None,
+        tool_args=None,
+    )
+    answering = await submit(
+        service,
+        kind="questions",
+        questions=["Q?"],
+        on_expire="default",
+        default_answers={"q1": "later"},
+        tool_name=None,
+        tool_args=None,
+    )
     sooner = await submit(service, expires_in=5)
     assert sooner.on_expire == "reject" and "requester" in str(sooner.expiry_set_by)
     clock.advance(6)
@@ -539,15 +560,19 @@ async def test_policy_decides_at_submit(store: Any, clock: FakeClock) -> None:
         '[[rules]]\ntool = "shell"\nargs = { command = "rm *" }\naction = "deny"\nname = "no-rm"\n'
     )
     service = Service(store, policy=policy, clock=clock, read_file=None)
-    denied = (await service.submit({"session_id": "s", "tool_name": "shell",
-                                    "tool_args": ARGS}, AGENT)).request  # fmt: skip
+    denied = (
+        await service.submit({"session_id": "s", "tool_name": "shell", "tool_args": ARGS}, AGENT)
+    ).request
     assert denied.status == "rejected"
     assert "no-rm" in str((await service.audit(denied.id))[-1].details["policy"])
     allowed = (await service.submit({"session_id": "s", "tool_name": "read"}, AGENT)).request
     assert allowed.status == "approved"
     assert (await service.claim(allowed.id, {}, AGENT)).status == "executing"
-    asked = (await service.submit({"session_id": "s", "tool_name": "shell",
-                                   "tool_args": {"command": "ls"}}, AGENT)).request  # fmt: skip
+    asked = (
+        await service.submit(
+            {"session_id": "s", "tool_name": "shell", "tool_args": {"command": "ls"}}, AGENT
+        )
+    ).request
     assert asked.status == "pending" and asked.policy_note is not None
 
 

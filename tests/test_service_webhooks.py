@@ -62,9 +62,14 @@ async def test_only_the_dispatcher_records_deliveries(service: Service) -> None:
     hook = await service.add_webhook(HOOK, ADMIN, allow_private=True)
     now = service.clock()
     delivery = Delivery(
-        id="dlv_1", webhook_id=hook.id, event_seq=1, event_type="created",
-        request_id="req_1", next_attempt_at=now, created_at=now,
-    )  # fmt: skip
+        id="dlv_1",
+        webhook_id=hook.id,
+        event_seq=1,
+        event_type="created",
+        request_id="req_1",
+        next_attempt_at=now,
+        created_at=now,
+    )
     for principal in (AGENT, APPROVER):
         with pytest.raises(NotAllowed):
             await service.record_deliveries((delivery,), principal)

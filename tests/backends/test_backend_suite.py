@@ -128,8 +128,10 @@ class _LocalTeam:
 
     async def __aenter__(self) -> Team:
         await self.service.open()
-        as_ = {name: LocalBackend(self.service, Principal(name=name, role=role))
-               for name, role in ROLES.items()}  # fmt: skip
+        as_ = {
+            name: LocalBackend(self.service, Principal(name=name, role=role))
+            for name, role in ROLES.items()
+        }
         return Team("local", as_[AGENT], as_[OTHER], as_[APPROVER], as_[ADMIN], self.store_task)
 
     async def store_task(self, user: str) -> Task:

@@ -59,8 +59,10 @@ async def test_a_killed_listening_connection_reconnects_and_misses_nothing(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             f"WHERE query LIKE 'LISTEN%' AND datname = '{pg_database.rsplit('/', 1)[1]}'"
         )
-        made = [(await b.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request.id
-                for n in range(5)]  # fmt: skip
+        made = [
+            (await b.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request.id
+            for n in range(5)
+        ]
         seen: list[str] = []
         while len(seen) < 5:
             event = await subscription.get(timeout=10)

@@ -45,10 +45,26 @@ def test_submit_wait_over_http_gets_the_rejection(server: Server) -> None:
     assert admin is not None
     bot = remote(server, admin, "token", "create", "bot", "--role", "agent").stdout.strip()
     waiter = subprocess.Popen(
-        [sys.executable, "-m", "signoff", "submit", "--tool", "deploy", "--wait",
-         "--tool-call-id", "d1", "--server", server.base, "--token", bot],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "submit",
+            "--tool",
+            "deploy",
+            "--wait",
+            "--tool-call-id",
+            "d1",
+            "--server",
+            server.base,
+            "--token",
+            bot,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server.env,
+    )
     try:
         for _ in range(100):
             pending = json.loads(remote(server, admin, "pending", "--json").stdout)
@@ -67,16 +83,34 @@ def test_submit_wait_over_http_gets_the_rejection(server: Server) -> None:
 def test_target_errors_are_one_line(server: Server) -> None:
     """--db with --server, or --server without a token, fail with one line and exit 3."""
     both = subprocess.run(
-        [sys.executable, "-m", "signoff", "pending", "--db", server.db, "--server", server.base,
-         "--token", "x"],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "pending",
+            "--db",
+            server.db,
+            "--server",
+            server.base,
+            "--token",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert both.returncode == 3 and "not both" in both.stderr
     env = {k: v for k, v in server.env.items() if k != "SIGNOFF_TOKEN"}
     no_token = subprocess.run(
         [sys.executable, "-m", "signoff", "pending", "--server", server.base],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert no_token.returncode == 3 and "--token" in no_token.stderr
     bad = remote(server, "so_wrong", "pending")
     assert bad.returncode == 3 and "token" in bad.stderr

@@ -23,11 +23,24 @@ def _chat(tmp_path: Path, model: str) -> subprocess.CompletedProcess[str]:
     }
     env["XDG_CONFIG_HOME"] = str(tmp_path)
     return subprocess.run(
-        [sys.executable, "-m", "signoff", "chat", "--model", model,
-         "--db", f"sqlite:///{tmp_path / 'chat.db'}"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
-        timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "chat",
+            "--model",
+            model,
+            "--db",
+            f"sqlite:///{tmp_path / 'chat.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(

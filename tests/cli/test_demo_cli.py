@@ -23,10 +23,21 @@ def demo(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     workspace = tmp_path / "workspace"
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "signoff", "demo", "--port", str(port),
-         "--workspace", str(workspace)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "demo",
+            "--port",
+            str(port),
+            "--workspace",
+            str(workspace),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert process.stdout is not None
     token = ""
     login = ""
@@ -79,9 +90,12 @@ def test_demo_files_a_mix_of_requests_and_runs_what_is_approved(
     items = wait_for(pending, "five pending requests")
     kinds = sorted((r["kind"], r.get("tool_name") or "") for r in items)
     assert kinds == [
-        ("approval", "shell"), ("approval", "shell"), ("approval", "write_file"),
-        ("choice", ""), ("questions", ""),
-    ]  # fmt: skip
+        ("approval", "shell"),
+        ("approval", "shell"),
+        ("approval", "write_file"),
+        ("choice", ""),
+        ("questions", ""),
+    ]
     edit = next(r for r in items if r.get("tool_name") == "write_file")
     assert "-TODO: say hi" in edit["preview"]["diff"] and "+hello" in edit["preview"]["diff"]
     assert http.post(f"/api/v1/requests/{edit['id']}/decision", json={"type": "approve"}).is_success

@@ -42,8 +42,13 @@ def check(tmp_path: Path, tool: str, args: str) -> subprocess.CompletedProcess[s
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none"), "COLUMNS": "250"}
     return subprocess.run(
         [sys.executable, "-m", "signoff", "policy", "check", tool, "--args", args, "--exit-code"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_check_explains_why_an_allow_rule_did_not_match(tmp_path: Path) -> None:

@@ -37,12 +37,21 @@ def answer(db: Path, request_id: str, lines: str) -> subprocess.CompletedProcess
     env = {**os.environ, "SIGNOFF_USER": "alice", "XDG_CONFIG_HOME": str(db.parent)}
     return subprocess.run(
         [sys.executable, "-m", "signoff", "answer", request_id, "--db", f"sqlite:///{db}"],
-        input=lines, capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        input=lines,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
-CHOICE = {"session_id": "s", "kind": "choice", "prompt": "Which DB?",
-          "options": ["PostgreSQL", "SQLite", "MySQL"]}  # fmt: skip
+CHOICE = {
+    "session_id": "s",
+    "kind": "choice",
+    "prompt": "Which DB?",
+    "options": ["PostgreSQL", "SQLite", "MySQL"],
+}
 
 
 async def test_a_numbered_menu_answers_a_choice(tmp_path: Path) -> None:
@@ -80,8 +89,11 @@ async def test_y_n_and_a_reason_for_a_tool_call(tmp_path: Path) -> None:
 async def test_one_prompt_per_question_and_eof(tmp_path: Path) -> None:
     """Each question gets a line, then feedback; no input at all is an error, nothing changes."""
     db = tmp_path / "s.db"
-    body = {"session_id": "s", "kind": "questions",
-            "questions": [{"id": "v", "text": "Version?", "required": True}, "Notes?"]}  # fmt: skip
+    body = {
+        "session_id": "s",
+        "kind": "questions",
+        "questions": [{"id": "v", "text": "Version?", "required": True}, "Notes?"],
+    }
     request_id = await filed(db, body)
     empty = answer(db, request_id, "")
     assert empty.returncode == 3 and empty.stderr == "error: no answer on standard input\n"
@@ -96,11 +108,20 @@ async def test_one_prompt_per_question_and_eof(tmp_path: Path) -> None:
 def test_at_a_terminal_a_bad_answer_is_asked_again() -> None:
     """Interactive: an invalid pick is explained and asked again, then accepted."""
     request = RequestAdapter.validate_python(
-        {"id": "req_x", "kind": "choice", "session_id": "s", "requested_by": "a",
-         "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-         "allowed_decisions": ["choose", "reject"], "prompt": "Pick", "options": ["a", "b"],
-         "multi_select": True, "allow_other": True}
-    )  # fmt: skip
+        {
+            "id": "req_x",
+            "kind": "choice",
+            "session_id": "s",
+            "requested_by": "a",
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "allowed_decisions": ["choose", "reject"],
+            "prompt": "Pick",
+            "options": ["a", "b"],
+            "multi_select": True,
+            "allow_other": True,
+        }
+    )
     lines = iter(["0", "1, zebra"])
     said: list[str] = []
     decision = ask_decision(request, lambda _: next(lines), interactive=True, say=said.append)

@@ -80,8 +80,13 @@ def worker(
     """Run ``signoff worker ARGS`` in ``cwd`` and return the finished process."""
     return subprocess.run(
         [sys.executable, "-c", SHIM, "worker", *args],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 async def _seed(db: Path, note: Path) -> dict[str, str]:
@@ -211,10 +216,26 @@ def test_a_running_worker_over_http_runs_calls_as_they_are_approved(
     bot = agent_token(server, "bot")
     note = tmp_path / "note.txt"
     process = subprocess.Popen(
-        [sys.executable, "-c", SHIM, "worker", "--tools", "mytools:registry", "--poll", "60",
-         "--server", server.base, "--token", bot],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=project,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            SHIM,
+            "worker",
+            "--tools",
+            "mytools:registry",
+            "--poll",
+            "60",
+            "--server",
+            server.base,
+            "--token",
+            bot,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=project,
+    )
     try:
         assert process.stderr is not None
         assert process.stderr.readline().startswith("worker: running explode, write_note")

@@ -194,7 +194,15 @@ def test_anchor_text_round_trips_and_bad_forms_are_refused() -> None:
     anchor = Anchor(seq=12, hash="ab" * 32)
     assert parse_anchor(str(anchor)) == anchor
     assert parse_anchor(f" 0:{GENESIS_HASH}\n") == Anchor(seq=0, hash=GENESIS_HASH)
-    for bad in ("", "12", "12:" + "AB" * 32, "-1:" + "ab" * 32, "01:" + "ab" * 32,
-                "12:" + "ab" * 31, "0:" + "ab" * 32, "1" * 30 + ":" + "ab" * 32):  # fmt: skip
+    for bad in (
+        "",
+        "12",
+        "12:" + "AB" * 32,
+        "-1:" + "ab" * 32,
+        "01:" + "ab" * 32,
+        "12:" + "ab" * 31,
+        "0:" + "ab" * 32,
+        "1" * 30 + ":" + "ab" * 32,
+    ):
         with pytest.raises(ValueError, match="anchor"):
             parse_anchor(bad)

@@ -12,10 +12,17 @@ NOW = datetime(2025, 1, 1, tzinfo=UTC)
 def grant(pattern: dict[str, str] | None) -> Grant:
     """A live session grant of write_file for agent bot in session s."""
     return Grant(
-        id="grt_x", scope="session", tool_name="write_file", session_id="s",
-        requested_by="bot", args_pattern=pattern, created_by="alice", created_at=NOW,
-        expires_at=NOW + timedelta(hours=1), source_request_id="req_x",
-    )  # fmt: skip
+        id="grt_x",
+        scope="session",
+        tool_name="write_file",
+        session_id="s",
+        requested_by="bot",
+        args_pattern=pattern,
+        created_by="alice",
+        created_at=NOW,
+        expires_at=NOW + timedelta(hours=1),
+        source_request_id="req_x",
+    )
 
 
 def covers(g: Grant, args: dict[str, object]) -> bool:

@@ -67,8 +67,18 @@ def test_paths_are_normalized_before_matching() -> None:
 
 def test_shell_metacharacters_match_only_a_pattern_that_has_them() -> None:
     """Chaining, pipes, substitution, redirection and newlines need the pattern to say so."""
-    for tail in ("; id", " && id", " || id", " | sh", " `id`", " $(id)", " > /x", " < /x",
-                 "\nid", " & id"):  # fmt: skip
+    for tail in (
+        "; id",
+        " && id",
+        " || id",
+        " | sh",
+        " `id`",
+        " $(id)",
+        " > /x",
+        " < /x",
+        "\nid",
+        " & id",
+    ):
         assert not strict({"command": "ls **"}, {"command": "ls" + tail}), tail
     assert strict({"cmd": "git log | head *"}, {"cmd": "git log | head -5"})
     assert is_command_key("shell_command") and not is_command_key("query")

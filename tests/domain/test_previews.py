@@ -76,10 +76,13 @@ async def test_submit_stores_the_preview(tmp_path: Path) -> None:
     target.write_text("one\n")
     service = Service(MemoryStore())
     submitted = await service.submit(
-        {"session_id": "s", "tool_name": "write_file",
-         "tool_args": {"path": str(target), "content": "two\n"}},
+        {
+            "session_id": "s",
+            "tool_name": "write_file",
+            "tool_args": {"path": str(target), "content": "two\n"},
+        },
         AGENT,
-    )  # fmt: skip
+    )
     request = submitted.request
     assert isinstance(request, ApprovalRequest) and request.preview is not None
     assert request.preview.old == "one\n" and "+two" in request.preview.diff

@@ -52,9 +52,17 @@ class HookRun:
 def hook_command(agent: str, server: Server, token: str, *extra: str) -> list[str]:
     """``signoff hook AGENT --server URL --token T ...`` as an agent's settings would run it."""
     return [
-        sys.executable, "-m", "signoff", "hook", agent,
-        "--server", server.base, "--token", token, *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "signoff",
+        "hook",
+        agent,
+        "--server",
+        server.base,
+        "--token",
+        token,
+        *extra,
+    ]
 
 
 def start_hook(command: list[str], stdin: bytes | dict[str, Any], env: dict[str, str]) -> Hook:

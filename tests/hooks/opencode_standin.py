@@ -95,13 +95,17 @@ class OpenCodeStandIn:
         self.publish(
             "permission.updated",
             {
-                "id": payload["id"], "type": payload["permission"],
-                "pattern": payload["patterns"], "sessionID": payload["sessionID"],
-                "messageID": "msg_01", "callID": payload["tool"]["callID"],
+                "id": payload["id"],
+                "type": payload["permission"],
+                "pattern": payload["patterns"],
+                "sessionID": payload["sessionID"],
+                "messageID": "msg_01",
+                "callID": payload["tool"]["callID"],
                 "title": f"Run {' '.join(payload['patterns'])}",
-                "metadata": payload["metadata"], "time": {"created": 1},
+                "metadata": payload["metadata"],
+                "time": {"created": 1},
             },
-        )  # fmt: skip
+        )
 
     def answer_itself(self, permission_id: str, reply: str) -> None:
         """Someone answered in OpenCode's own UI."""
@@ -220,8 +224,11 @@ async def run_bridge(
         env["OPENCODE_SERVER_PASSWORD"] = standin.password
     process = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then awaits only
         [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base, *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         await standin.connected()
         yield process

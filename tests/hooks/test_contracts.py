@@ -154,20 +154,28 @@ CODEX_PRE_TOOL_USE: dict[str, Any] = {
             "additionalProperties": False,
             "allOf": [
                 {
-                    "if": {"properties": {"permissionDecision": {"const": "allow"}},
-                           "required": ["permissionDecision"]},
+                    "if": {
+                        "properties": {"permissionDecision": {"const": "allow"}},
+                        "required": ["permissionDecision"],
+                    },
                     "then": {"required": ["updatedInput"]},
                 },
                 {
                     "if": {"required": ["updatedInput"]},
-                    "then": {"properties": {"permissionDecision": {"const": "allow"}},
-                             "required": ["permissionDecision"]},
+                    "then": {
+                        "properties": {"permissionDecision": {"const": "allow"}},
+                        "required": ["permissionDecision"],
+                    },
                 },
                 {
-                    "if": {"properties": {"permissionDecision": {"const": "deny"}},
-                           "required": ["permissionDecision"]},
-                    "then": {"properties": {"permissionDecisionReason": _NON_BLANK},
-                             "required": ["permissionDecisionReason"]},
+                    "if": {
+                        "properties": {"permissionDecision": {"const": "deny"}},
+                        "required": ["permissionDecision"],
+                    },
+                    "then": {
+                        "properties": {"permissionDecisionReason": _NON_BLANK},
+                        "required": ["permissionDecisionReason"],
+                    },
                 },
                 {
                     "if": {"required": ["permissionDecisionReason"]},
@@ -177,7 +185,7 @@ CODEX_PRE_TOOL_USE: dict[str, Any] = {
         },
     },
     "additionalProperties": False,
-}  # fmt: skip
+}
 
 CODEX_PERMISSION_REQUEST: dict[str, Any] = {
     # openai/codex .../permission-request.command.output.schema.json; output_parser.rs fails
@@ -344,11 +352,26 @@ def run_hook(
 ) -> Ran:
     """Run ``signoff hook AGENT`` as the agent would, with ``stdin`` as its input."""
     done = subprocess.run(
-        [sys.executable, "-m", "signoff", "hook", agent, "--timeout", str(timeout),
-         "--server", server or signoff.server.base, "--token", signoff.agent],
-        input=stdin, capture_output=True, text=True, env=signoff.server.env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "hook",
+            agent,
+            "--timeout",
+            str(timeout),
+            "--server",
+            server or signoff.server.base,
+            "--token",
+            signoff.agent,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=signoff.server.env,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, f"stdout must be one JSON object: {done.stdout!r} {done.stderr!r}"
     body = json.loads(lines[0])
@@ -393,8 +416,9 @@ class Person(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            pending = [r for r in requests_in(self.signoff, self.session)
-                       if r["status"] == "pending"]  # fmt: skip
+            pending = [
+                r for r in requests_in(self.signoff, self.session) if r["status"] == "pending"
+            ]
             if pending:
                 self.seen = pending[0]
                 response = httpx.post(
@@ -550,12 +574,17 @@ WRONG_SHAPE: list[tuple[str, str, str, str, Any]] = [
     ("claude-code", "PreToolUse", "tool_input a string of words", "tool_input", "rm -rf /"),
     ("claude-code", "PermissionRequest", "no tool_name", "tool_name", None),
     ("codex", "PreToolUse", "tool_input a number", "tool_input", 7),
-    ("codex", "PermissionRequest", "an event signoff does not answer", "hook_event_name",
-     "SessionStart"),
+    (
+        "codex",
+        "PermissionRequest",
+        "an event signoff does not answer",
+        "hook_event_name",
+        "SessionStart",
+    ),
     ("cursor", "beforeShellExecution", "no command", "command", None),
     ("cursor", "beforeMCPExecution", "tool_name a number", "tool_name", 3),
     ("cursor", "preToolUse", "tool_input a list", "tool_input", ["npm", "install"]),
-]  # fmt: skip
+]
 
 
 def malformed_cases() -> list[tuple[str, str, str, str | None]]:

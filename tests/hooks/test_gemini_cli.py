@@ -88,8 +88,11 @@ def gemini() -> Path:
         package = f"@google/gemini-cli@{GEMINI_VERSION}"
         done = subprocess.run(
             ["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", package],
-            capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert done.returncode == 0, f"npm install {package} failed:\n{done.stderr[-3000:]}"
     return binary
 
@@ -174,9 +177,14 @@ def install_hook(project: Project, server: str, token: str, timeout: int) -> Non
     command = [_signoff_executable(), "hook", "install", "gemini", "--project"]
     command += ["--server", server, "--token", token, "--timeout", str(timeout)]
     done = subprocess.run(
-        command, cwd=project.directory, env=project.env,
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        command,
+        cwd=project.directory,
+        env=project.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert (project.directory / ".gemini" / "settings.json").is_file()
 
@@ -277,9 +285,13 @@ def run_gemini(gemini: Path, project: Project, admin: httpx.Client | None, decid
     out, err = project.root / "gemini.out", project.root / "gemini.err"
     with out.open("w") as stdout, err.open("w") as stderr:
         process = subprocess.Popen(
-            command, cwd=project.directory, env=project.env,
-            stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            command,
+            cwd=project.directory,
+            env=project.env,
+            stdout=stdout,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+        )
     _decide_while_running(process, project, admin, decide)
     if process.poll() is None:
         process.kill()

@@ -101,9 +101,12 @@ async def pending_in(admin: httpx.AsyncClient, session: str) -> dict[str, Any]:
 
 
 async def decided_by_person(
-    served: Server, admin: httpx.AsyncClient, token: str, body: dict[str, Any],
+    served: Server,
+    admin: httpx.AsyncClient,
+    token: str,
+    body: dict[str, Any],
     decision: dict[str, Any],
-) -> tuple[httpx.Response, dict[str, Any]]:  # fmt: skip
+) -> tuple[httpx.Response, dict[str, Any]]:
     """Post the hook, decide the request it files with ``decision``: the answer, the request."""
     call = asyncio.create_task(post_hook(served, token, body))
     request = await pending_in(admin, body["session_id"])

@@ -258,9 +258,13 @@ def test_the_installed_command_runs_signoff_and_a_missing_one_blocks(tmp_path: P
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
     env |= {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config")}
     ran = subprocess.run(
-        ["/bin/sh", "-c", command], input="not json", capture_output=True, text=True,
-        env=env, timeout=60,
-    )  # fmt: skip
+        ["/bin/sh", "-c", command],
+        input="not json",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert ran.returncode == 2  # signoff's own deny on bad input: blocked
     assert json.loads(ran.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     missing = hook_command("claude-code", executable=str(tmp_path / "gone" / "signoff"), wait=5)
@@ -349,9 +353,14 @@ def test_user_install_honours_home_and_codex_home(place: tuple[Path, Path]) -> N
     assert ours("gemini", json.loads((home / ".gemini" / "settings.json").read_text()))
     codex_home = home / "elsewhere"
     done = run_cli(
-        "hook", "install", "codex", "--user", cwd=project, home=home,
+        "hook",
+        "install",
+        "codex",
+        "--user",
+        cwd=project,
+        home=home,
         extra_env={"CODEX_HOME": str(codex_home)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert ours("codex", json.loads((codex_home / "hooks.json").read_text()))
     assert "/hooks" in done.stderr  # the trust step Codex needs
@@ -379,9 +388,17 @@ def test_print_shows_the_snippet_and_writes_nothing(place: tuple[Path, Path]) ->
     """--print: the JSON to add on stdout, the file on stderr; no file, no credentials."""
     project, home = place
     done = run_cli(
-        "hook", "install", "cursor", "--print", "--server", "http://127.0.0.1:9",
-        "--token", "agent-secret", cwd=project, home=home,
-    )  # fmt: skip
+        "hook",
+        "install",
+        "cursor",
+        "--print",
+        "--server",
+        "http://127.0.0.1:9",
+        "--token",
+        "agent-secret",
+        cwd=project,
+        home=home,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == snippet(spec_for("cursor", SIGNOFF))
     assert str(project / ".cursor" / "hooks.json") in done.stderr
@@ -393,9 +410,16 @@ def test_server_and_token_go_to_a_private_file_not_the_project(place: tuple[Path
     """--server/--token: saved 0600 in signoff's config dir; the project file holds neither."""
     project, home = place
     done = run_cli(
-        "hook", "install", "claude-code", "--server", "http://127.0.0.1:9/",
-        "--token", "agent-secret", cwd=project, home=home,
-    )  # fmt: skip
+        "hook",
+        "install",
+        "claude-code",
+        "--server",
+        "http://127.0.0.1:9/",
+        "--token",
+        "agent-secret",
+        cwd=project,
+        home=home,
+    )
     assert done.returncode == 0, done.stderr
     saved = home / "config" / "signoff" / "hook.json"
     assert stat.S_IMODE(saved.stat().st_mode) == 0o600

@@ -142,10 +142,16 @@ def _approved(*, grant_id: str | None = None, args: dict[str, Any] | None = None
     """An approved request for ``ls``, by a grant or with a person's ``args``."""
     return ApprovalRequest.model_validate(
         {
-            "id": "req_1", "status": "approved", "session_id": "ses_1",
-            "requested_by": "opencode", "created_at": "2026-11-24T00:00:00Z",
-            "updated_at": "2026-11-24T00:00:00Z", "allowed_decisions": ["approve", "reject"],
-            "tool_name": "bash", "tool_args": {"patterns": ["ls"]}, "grant_id": grant_id,
+            "id": "req_1",
+            "status": "approved",
+            "session_id": "ses_1",
+            "requested_by": "opencode",
+            "created_at": "2026-11-24T00:00:00Z",
+            "updated_at": "2026-11-24T00:00:00Z",
+            "allowed_decisions": ["approve", "reject"],
+            "tool_name": "bash",
+            "tool_args": {"patterns": ["ls"]},
+            "grant_id": grant_id,
             "decision": {
                 "decision": {"type": "approve", "args": args},
                 "decided_by": "grant" if grant_id else "ann",
@@ -153,7 +159,7 @@ def _approved(*, grant_id: str | None = None, args: dict[str, Any] | None = None
                 "decided_at": "2026-11-24T00:00:00Z",
             },
         }
-    )  # fmt: skip
+    )
 
 
 def test_edited_approval_is_refused() -> None:
@@ -192,8 +198,12 @@ async def test_wrong_opencode_password_stops_with_a_message(
     done = await asyncio.to_thread(
         subprocess.run,
         [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode not in (0, None)
     assert "OPENCODE_SERVER_PASSWORD" in done.stderr and "Traceback" not in done.stderr
 
@@ -222,9 +232,12 @@ async def test_an_edit_gets_its_diff_preview(
         "@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n"
     )
     edit = permission(
-        asked, session, kind="edit", patterns=["app.py"],
+        asked,
+        session,
+        kind="edit",
+        patterns=["app.py"],
         metadata={"filepath": "/repo/app.py", "diff": diff},
-    )  # fmt: skip
+    )
     async with run_bridge(standin, server, token):
         standin.ask(edit)
         [request] = await filed(server, session)
@@ -250,8 +263,12 @@ async def test_a_token_signoff_refuses_stops_the_bridge(
     done = await asyncio.to_thread(
         subprocess.run,
         [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode not in (0, None)
     assert "signoff refused the token" in done.stderr and "Traceback" not in done.stderr
     assert not standin.followed.is_set()

@@ -68,9 +68,19 @@ async def claude(
     """An MCP session with ``signoff mcp-server --permission-prompt``, as Claude Code opens
     it from ``.mcp.json`` (stdio)."""
     args = [
-        "-m", "signoff", "mcp-server", "--server", served.base, "--token", token,
-        "--permission-prompt", "--permission-wait", wait, "--session", session,
-    ]  # fmt: skip
+        "-m",
+        "signoff",
+        "mcp-server",
+        "--server",
+        served.base,
+        "--token",
+        token,
+        "--permission-prompt",
+        "--permission-wait",
+        wait,
+        "--session",
+        session,
+    ]
     params = StdioServerParameters(command=sys.executable, args=args, env=served.env)
     async with Client(params, mode="auto", cache=None) as client:
         yield client

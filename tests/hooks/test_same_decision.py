@@ -146,8 +146,12 @@ def test_a_hook_request_is_the_same_request_everywhere(
 
     listed = subprocess.run(
         [sys.executable, "-m", "signoff", "pending", "--server", server.base, "--token", person],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert listed.returncode == 0, listed.stderr
     assert filed["id"] in listed.stdout and "Write" in listed.stdout
 
@@ -179,8 +183,12 @@ def test_the_web_inbox_shows_a_hook_request(
     )
     filed = wait_pending(server, admin, "web-inbox", started)
     shown, diff = request_page_text(server, admin, filed["id"])
-    for text in ("Write", WRITE["file_path"], "Claude Code hook (PreToolUse)",
-                 '"cwd": "/home/dev/acme"'):  # fmt: skip
+    for text in (
+        "Write",
+        WRITE["file_path"],
+        "Claude Code hook (PreToolUse)",
+        '"cwd": "/home/dev/acme"',
+    ):
         assert text in shown, f"{text!r} not in:\n{shown}"
     assert "+++ b/home/dev/acme/src/rate_limit.py" in diff and "+\tLIMIT = 100" in diff, diff
     decide(server, person, filed["id"], type="reject")
@@ -197,8 +205,13 @@ def test_a_session_approval_lets_the_same_session_pass_and_no_other(
     started = start_hook(
         hook_command("claude-code", server, agent, "--timeout", "120"), first, server.env
     )
-    decide(server, person, wait_pending(server, admin, "granted", started)["id"],
-           type="approve", scope="session")  # fmt: skip
+    decide(
+        server,
+        person,
+        wait_pending(server, admin, "granted", started)["id"],
+        type="approve",
+        scope="session",
+    )
     run = finish(started)
     assert run.code == 0 and verdict("claude-code", run.body) == "allow", run
 
@@ -242,10 +255,12 @@ def test_a_tools_toml_deny_answers_every_agent_without_a_person(
     """tools.toml's deny rule: each agent's hook denies at once with exit 0 (a decision, not a
     failure) and the policy's reason; the request is rejected by policy, not left waiting."""
     runs = run_hooks(
-        {name: (hook_command(name, server, agent, "--timeout", "120"), call)
-         for name, call in DENIED_CALLS.items()},
+        {
+            name: (hook_command(name, server, agent, "--timeout", "120"), call)
+            for name, call in DENIED_CALLS.items()
+        },
         server.env,
-    )  # fmt: skip
+    )
     for name, run in runs.items():
         assert_denied(name, run, 0)
         assert "denied by policy" in reason(name, run.body), run

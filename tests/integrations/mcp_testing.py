@@ -56,9 +56,12 @@ async def guarded_http_server(
     one, gets 401 with ``WWW-Authenticate: Bearer``.
     """
     process = subprocess.Popen(  # noqa: ASYNC220 - started once; the test then awaits only
-        [sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         async with httpx.AsyncClient(timeout=5) as plain:

@@ -242,8 +242,9 @@ async def test_resume_waits_until_every_request_is_decided(sides: Sides) -> None
 
 async def test_filing_twice_files_nothing_new(sides: Sides) -> None:
     """file() is idempotent: the same requests and the same Task record."""
-    bridge = LangGraphBridge(_agent(_parallel_model(), InMemorySaver()), sides.agent,
-                             sides.service.store)  # fmt: skip
+    bridge = LangGraphBridge(
+        _agent(_parallel_model(), InMemorySaver()), sides.agent, sides.service.store
+    )
     first = await bridge.run(_prompt(), "t-idem")
     again = await bridge.file("t-idem")
     assert again == first.task
@@ -345,9 +346,12 @@ async def test_batched_index_that_no_longer_fits_sends_nothing(sides: Sides) -> 
     index[0]["request_ids"] = index[0]["request_ids"][:2]
     index[0]["allowed"] = index[0]["allowed"][:2]
     tampered = first.task.model_copy(
-        update={"messages": json.dumps(index), "pending": first.task.pending[:2],
-                "version": first.task.version + 1}
-    )  # fmt: skip
+        update={
+            "messages": json.dumps(index),
+            "pending": first.task.pending[:2],
+            "version": first.task.version + 1,
+        }
+    )
     await sides.service.store.commit(Write(at=tampered.updated_at, task=tampered))
 
     with pytest.raises(InvalidRequest, match="asks about 3 calls but 2 were filed"):
@@ -621,8 +625,9 @@ async def test_bridge_works_with_an_in_process_service(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     await store.open()
     service = Service(store, bus=LocalBus())
-    bridge = LangGraphBridge(_agent(_parallel_model(), InMemorySaver()), service, store,
-                             principal=AGENT)  # fmt: skip
+    bridge = LangGraphBridge(
+        _agent(_parallel_model(), InMemorySaver()), service, store, principal=AGENT
+    )
     first = await bridge.run(_prompt(), "t-local")
     assert isinstance(bridge.backend, LocalBackend)
     assert first.task.user == AGENT.name
@@ -673,13 +678,27 @@ async def test_a_review_without_edit_files_a_call_no_one_can_edit(
             assert refused.status_code == 422, refused.text
             assert refused.json()["error"] == "InvalidDecision"
             command = [
-                sys.executable, "-m", "signoff", "approve", rid, "--args",
-                json.dumps(edit["args"]), "--server", server.base, "--token", server.admin_token,
-            ]  # fmt: skip
+                sys.executable,
+                "-m",
+                "signoff",
+                "approve",
+                rid,
+                "--args",
+                json.dumps(edit["args"]),
+                "--server",
+                server.base,
+                "--token",
+                server.admin_token,
+            ]
             cli = await asyncio.to_thread(
-                subprocess.run, command, capture_output=True, text=True, env=server.env,
-                timeout=60, check=False,
-            )  # fmt: skip
+                subprocess.run,
+                command,
+                capture_output=True,
+                text=True,
+                env=server.env,
+                timeout=60,
+                check=False,
+            )
             assert cli.returncode == 3, cli.stderr
             assert cli.stderr.startswith("error: ") and len(cli.stderr.splitlines()) == 1
             assert "may not be edited" in cli.stderr

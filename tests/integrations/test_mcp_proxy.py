@@ -53,9 +53,19 @@ def calls(log: Path) -> list[dict[str, Any]]:
 def proxy_args(server: Server, token: str, log: Path, *extra: str) -> list[str]:
     """``signoff mcp-proxy`` against ``server`` wrapping the test child."""
     return [
-        "-m", "signoff", "mcp-proxy", "--server", server.base, "--token", token, *extra,
-        "--", sys.executable, str(CHILD), str(log),
-    ]  # fmt: skip
+        "-m",
+        "signoff",
+        "mcp-proxy",
+        "--server",
+        server.base,
+        "--token",
+        token,
+        *extra,
+        "--",
+        sys.executable,
+        str(CHILD),
+        str(log),
+    ]
 
 
 @asynccontextmanager
@@ -68,9 +78,10 @@ async def proxied(
 ) -> AsyncIterator[Client]:
     """An MCP client session with the proxy (as an agent of ``server``) over stdio."""
     params = StdioServerParameters(
-        command=sys.executable, args=proxy_args(server, agent_token(server), log, *extra),
+        command=sys.executable,
+        args=proxy_args(server, agent_token(server), log, *extra),
         env=server.env,
-    )  # fmt: skip
+    )
     async with Client(params, mode=mode, cache=None, elicitation_callback=elicit) as client:
         yield client
 
@@ -372,8 +383,12 @@ def test_bad_invocations_are_one_line_errors(server: Server, args: list[str], me
     """Usage mistakes exit non-zero with one line on stderr, never a traceback."""
     done = subprocess.run(
         [sys.executable, "-m", "signoff", "mcp-proxy", "--db", server.db, *args],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode in (2, 3, 64), done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
@@ -418,9 +433,21 @@ async def test_on_a_local_database_the_service_keeps_the_hint_default(
     db = f"sqlite:///{tmp_path / 'local.db'}"
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
     args = [
-        "-m", "signoff", "mcp-proxy", "--db", db, "--policy", str(policy), "--hold", "1",
-        "--no-elicit", "--", sys.executable, str(CHILD), str(log),
-    ]  # fmt: skip
+        "-m",
+        "signoff",
+        "mcp-proxy",
+        "--db",
+        db,
+        "--policy",
+        str(policy),
+        "--hold",
+        "1",
+        "--no-elicit",
+        "--",
+        sys.executable,
+        str(CHILD),
+        str(log),
+    ]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
     async with Client(params, cache=None) as client:
         first = await client.call_tool("delete_file", {"path": "/tmp/f"})
@@ -430,8 +457,12 @@ async def test_on_a_local_database_the_service_keeps_the_hint_default(
         approve = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "signoff", "approve", request_id, "--db", db],
-            capture_output=True, text=True, env=env, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
         assert approve.returncode == 0, approve.stderr
         done = await client.call_tool("signoff_await", {"request_id": request_id})
         assert text(done) == "deleted /tmp/f"

@@ -79,8 +79,13 @@ async def test_the_three_tools_are_listed_with_their_schemas(server: Server) -> 
     ask = tools[ASK].input_schema
     assert ask["required"] == ["prompt", "options"]
     assert set(ask["properties"]) == {
-        "prompt", "options", "context", "multi_select", "allow_other", "timeout_s",
-    }  # fmt: skip
+        "prompt",
+        "options",
+        "context",
+        "multi_select",
+        "allow_other",
+        "timeout_s",
+    }
     assert ask["properties"]["options"] == {
         "type": "array",
         "items": {"type": "string"},
@@ -367,8 +372,12 @@ async def test_on_a_local_database_signoff_choose_answers_the_question(tmp_path:
         chose = await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "signoff", "choose", request_id, "types", "tests", "--db", db],
-            capture_output=True, text=True, env=env, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
         assert chose.returncode == 0, chose.stderr
         done = await client.call_tool(AWAIT, {"request_id": request_id})
     assert not done.is_error

@@ -124,9 +124,15 @@ async def test_parallel_calls_with_mixed_decisions(sides: Sides) -> None:
 
     person = asyncio.create_task(decide_when_filed(sides.person, filed, by_call(MIXED)))
     result = await run_with_signoff(
-        make_agent(model, ran), "tidy up", signoff=sides.agent, session_id="s-mixed",
-        store=sides.service.store, editable={"write_file"}, on_pause=on_pause, timeout=30,
-    )  # fmt: skip
+        make_agent(model, ran),
+        "tidy up",
+        signoff=sides.agent,
+        session_id="s-mixed",
+        store=sides.service.store,
+        editable={"write_file"},
+        on_pause=on_pause,
+        timeout=30,
+    )
     await person
 
     assert result.final_output == "done"
@@ -223,9 +229,11 @@ async def test_resume_refuses_another_agents_or_an_unknown_task(sides: Sides) ->
         await resume_with_signoff(other, task_id, signoff=sides.agent, store=sides.service.store)
     with pytest.raises(TaskNotFound):
         await resume_with_signoff(
-            make_agent(ScriptedModel(), []), "task_nope", signoff=sides.agent,
+            make_agent(ScriptedModel(), []),
+            "task_nope",
+            signoff=sides.agent,
             store=sides.service.store,
-        )  # fmt: skip
+        )
     assert task_agent(other) == "openai-agents:someone-else"
 
 
@@ -253,9 +261,12 @@ async def test_rejection_reason_and_feedback_reach_the_model(sides: Sides) -> No
 
     person = asyncio.create_task(decide_when_filed(sides.person, filed, by_call(decisions)))
     result = await run_with_signoff(
-        make_agent(model, ran), "clean", signoff=sides.agent, session_id="s-reason",
+        make_agent(model, ran),
+        "clean",
+        signoff=sides.agent,
+        session_id="s-reason",
         on_pause=on_pause,
-    )  # fmt: skip
+    )
     await person
     assert result.final_output == "ok" and ran == []
     assert tool_outputs(model) == {
@@ -287,9 +298,13 @@ async def test_edits_reach_the_tool_only_through_the_override(sides: Sides) -> N
 
     person = asyncio.create_task(decide_when_filed(sides.person, filed, by_call(decisions)))
     await run_with_signoff(
-        make_agent(model, ran), "edit", signoff=sides.agent, session_id="s-edit",
-        editable={"write_file"}, on_pause=on_pause,
-    )  # fmt: skip
+        make_agent(model, ran),
+        "edit",
+        signoff=sides.agent,
+        session_id="s-edit",
+        editable={"write_file"},
+        on_pause=on_pause,
+    )
     await person
     assert ran == [("write_file", "e1", {"path": "p", "content": "new text"})]
     outputs = tool_outputs(model)
@@ -337,9 +352,14 @@ async def test_requests_carry_the_function_tools_schema(sides: Sides) -> None:
 
     deciding = asyncio.create_task(person())
     await run_with_signoff(
-        agent, "edit", signoff=sides.agent, session_id="s-schema",
-        editable={"write_file"}, on_pause=on_pause, timeout=30,
-    )  # fmt: skip
+        agent,
+        "edit",
+        signoff=sides.agent,
+        session_id="s-schema",
+        editable={"write_file"},
+        on_pause=on_pause,
+        timeout=30,
+    )
     await deciding
     assert ran == [("write_file", "s1", {"path": "p", "content": "new"})]
 
@@ -381,9 +401,14 @@ async def test_the_edit_note_stays_on_later_turns_and_only_where_the_edit_ran(
         )
 
     await run_with_signoff(
-        make_agent(model, ran), "two turns", signoff=sides.agent, session_id="s-notes",
-        editable={"write_file", "delete"}, on_pause=on_pause, timeout=30,
-    )  # fmt: skip
+        make_agent(model, ran),
+        "two turns",
+        signoff=sides.agent,
+        session_id="s-notes",
+        editable={"write_file", "delete"},
+        on_pause=on_pause,
+        timeout=30,
+    )
     await asyncio.gather(*deciding)
     outputs = tool_outputs(model)
     assert outputs["n1"] == "wrote 3 bytes to p\n\n" + edit_note(
@@ -422,11 +447,13 @@ async def test_an_interruption_not_in_the_state_is_refused(sides: Sides) -> None
     ]:
         submitted = await sides.agent.submit(
             {
-                "session_id": "s-refuse", "kind": "approval",
+                "session_id": "s-refuse",
+                "kind": "approval",
                 "tool_name": "delete" if call_id == "call_c" else "write_file",
-                "tool_args": args, "tool_call_id": call_id,
+                "tool_args": args,
+                "tool_call_id": call_id,
             }
-        )  # fmt: skip
+        )
         ids[call_id] = (await sides.person.decide(submitted.request.id, {"type": "approve"})).id
     decided = {k: await sides.agent.get(v) for k, v in ids.items()}
 
@@ -534,9 +561,13 @@ async def test_a_typed_context_survives_a_restart(sides: Sides) -> None:
     await sides.person.decide(task.request_ids[0], {"type": "approve"})
     second = ScriptedModel([[assistant_message("bye")]])
     result = await resume_with_signoff(
-        agent(second), task_id, signoff=sides.agent, store=sides.service.store,
-        context_deserializer=lambda data: Who(**data), context_serializer=asdict,
-    )  # fmt: skip
+        agent(second),
+        task_id,
+        signoff=sides.agent,
+        store=sides.service.store,
+        context_deserializer=lambda data: Who(**data),
+        context_serializer=asdict,
+    )
     assert result.final_output == "bye" and seen == [Who("bob")]
 
 
@@ -563,9 +594,14 @@ async def test_a_resume_that_cannot_claim_every_call_fails_those_it_claimed(side
     deciding = asyncio.create_task(person())
     with pytest.raises(InvalidTransition):
         await run_with_signoff(
-            make_agent(model, ran), "write", signoff=sides.agent, session_id="s-taken",
-            store=sides.service.store, on_pause=on_pause, timeout=30,
-        )  # fmt: skip
+            make_agent(model, ran),
+            "write",
+            signoff=sides.agent,
+            session_id="s-taken",
+            store=sides.service.store,
+            on_pause=on_pause,
+            timeout=30,
+        )
     await deciding
     assert ran == []
     statuses = {}

@@ -51,9 +51,12 @@ def script(*calls: ToolCallPart) -> FunctionModel:
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         returns = [
-            p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+            p
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
             if isinstance(p, ToolReturnPart)
-        ]  # fmt: skip
+        ]
         if not returns:
             return ModelResponse(parts=list(calls))
         lines = [f"{p.tool_name}[{p.tool_call_id}]={p.model_response_str()}" for p in returns]
@@ -279,9 +282,14 @@ async def test_pause_then_resume_from_the_stored_history(sides: Sides) -> None:
     history = ModelMessagesTypeAdapter.validate_json(stored[0])
     second = tool_agent(script(*calls), ran)
     result = await run_with_signoff(
-        second, None, signoff=sides.agent, session_id="s1", policy=ASK_ALL,
-        message_history=history, timeout=30,
-    )  # fmt: skip
+        second,
+        None,
+        signoff=sides.agent,
+        session_id="s1",
+        policy=ASK_ALL,
+        message_history=history,
+        timeout=30,
+    )
     assert ran == [("shell", {"command": "deploy", "timeout": 10})]
     assert result.output == "shell[c1]=ran deploy"
     assert (await sides.person.get(request.id)).status == "completed"
@@ -378,9 +386,12 @@ def status_script(request_id: str) -> Callable[[list[ModelMessage], AgentInfo], 
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         returns = [
-            p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+            p
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
             if isinstance(p, ToolReturnPart)
-        ]  # fmt: skip
+        ]
         if returns:
             return ModelResponse(parts=[TextPart(returns[0].model_response_str())])
         return ModelResponse(parts=[ToolCallPart("signoff_status", {"ids": [request_id]})])
@@ -446,8 +457,11 @@ async def test_pause_in_one_process_resume_in_another(tmp_path: Path) -> None:
     def agent_process(mode: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(script_path), mode, db, saved],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     paused = await asyncio.to_thread(agent_process, "pause")
     assert paused.returncode == 0, paused.stderr

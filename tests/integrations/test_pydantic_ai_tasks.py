@@ -71,9 +71,11 @@ async def hosted(tmp_path: Path) -> AsyncIterator[Hosted]:
 
     def client(token: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            transport=transport, base_url="http://signoff.test",
-            headers={"Authorization": f"Bearer {token}"}, timeout=30,
-        )  # fmt: skip
+            transport=transport,
+            base_url="http://signoff.test",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
 
     async with client(alice_token) as alice, client(bob_token) as bob:
         yield Hosted(service, alice, bob, ran)
@@ -105,9 +107,13 @@ async def test_pause_then_approve_by_resume(hosted: Hosted) -> None:
     assert paused["approval_url"].endswith(f"/api/v1/resume/{request_id}?action=approve")
     assert paused["rejection_url"].endswith(f"/api/v1/resume/{request_id}?action=reject")
     assert paused["tool_calls"] == [
-        {"tool_call_id": "c1", "tool_name": "shell", "args": {"command": "ls"},
-         "request_id": request_id},
-    ]  # fmt: skip
+        {
+            "tool_call_id": "c1",
+            "tool_name": "shell",
+            "args": {"command": "ls"},
+            "request_id": request_id,
+        },
+    ]
     assert "shell" in paused["message"]
     done = await hosted.alice.post(f"{API}/resume/{request_id}", json={"action": "approve"})
     assert done.status_code == 200, done.text
@@ -250,9 +256,10 @@ async def test_without_agents_the_task_endpoints_say_so(tmp_path: Path) -> None:
     token, _ = await service.create_token("alice", "approver")
     app = create_app(service, sweep=False)
     async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t",
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://t",
         headers={"Authorization": f"Bearer {token}"},
-    ) as http:  # fmt: skip
+    ) as http:
         response = await http.post(f"{API}/agents/a/runs", json={"prompt": "go"})
         assert response.status_code == 404 and "--agent" in response.json()["detail"]
         assert (await http.get(f"{API}/agents")).json() == {"items": []}

@@ -58,10 +58,15 @@ def serve_agents(tmp_path: Path, port: int) -> Server:
         "COLUMNS": "200",
     }
     return start_server(
-        f"sqlite:///{tmp_path / 'serve.db'}", port, env,
-        "--agent", "deploy=hosted_agents:deploy", "--agent", "hang=hosted_agents:hang",
+        f"sqlite:///{tmp_path / 'serve.db'}",
+        port,
+        env,
+        "--agent",
+        "deploy=hosted_agents:deploy",
+        "--agent",
+        "hang=hosted_agents:hang",
         cwd=str(tmp_path),
-    )  # fmt: skip
+    )
 
 
 def tool_log(tmp_path: Path) -> list[str]:

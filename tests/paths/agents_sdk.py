@@ -38,9 +38,13 @@ async def run_agents_sdk(
     async with AsyncClient(paths.server.base, paths.agent_token) as backend:
         deciding = asyncio.create_task(person(paths, session_id, scenario))
         await run_with_signoff(
-            agent, "go", signoff=backend, session_id=session_id, editable={scenario.tool},
+            agent,
+            "go",
+            signoff=backend,
+            session_id=session_id,
+            editable={scenario.tool},
             timeout=30,
-        )  # fmt: skip
+        )
         request_id = await deciding
     last = model.last_call
     assert last is not None and isinstance(last.input, list)

@@ -102,9 +102,19 @@ class Proxy:
         self.answer: Content = {}
         extra = ["--approver-token", paths.admin_token] if elicit else []
         args = [
-            "mcp-proxy", "--server", paths.server.base, "--token", paths.agent_token,
-            "--session", session_id, *extra, "--", sys.executable, str(TOOLS), str(self.log),
-        ]  # fmt: skip
+            "mcp-proxy",
+            "--server",
+            paths.server.base,
+            "--token",
+            paths.agent_token,
+            "--session",
+            session_id,
+            *extra,
+            "--",
+            sys.executable,
+            str(TOOLS),
+            str(self.log),
+        ]
         callback = self._answer if elicit else None
         self.host = McpHost(lambda: client(paths, args, callback))
 
@@ -148,7 +158,12 @@ async def run_server(
 def mcp_server(paths: PathsServer, session_id: str) -> McpHost:
     """``signoff mcp-server`` as the agent, held open."""
     args = [
-        "mcp-server", "--server", paths.server.base, "--token", paths.agent_token,
-        "--session", session_id,
-    ]  # fmt: skip
+        "mcp-server",
+        "--server",
+        paths.server.base,
+        "--token",
+        paths.agent_token,
+        "--session",
+        session_id,
+    ]
     return McpHost(lambda: client(paths, args))

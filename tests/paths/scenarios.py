@@ -372,9 +372,13 @@ def serve_paths(home: Path) -> Iterator[PathsServer]:
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     running = start_server(
-        f"sqlite:///{home / 'serve.db'}", free_port(), env,
-        "--agent", "deploy=tests.paths.hosted_agent:hosted", cwd=str(home),
-    )  # fmt: skip
+        f"sqlite:///{home / 'serve.db'}",
+        free_port(),
+        env,
+        "--agent",
+        "deploy=tests.paths.hosted_agent:hosted",
+        cwd=str(home),
+    )
     try:
         yield PathsServer(running, agent_token(running, AGENT_NAME), home)
     finally:

@@ -22,10 +22,25 @@ class TerminalInbox:
         self.tmux = Tmux(f"signoff-paths-{uuid.uuid4().hex[:8]}", "inbox")
         command = [sys.executable, "-m", "signoff", "inbox", "--db", paths.server.db]
         subprocess.run(
-            ["tmux", "-L", self.tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s",
-             "inbox", "-x", "160", "-y", "45", *command],
-            check=True, env=env,
-        )  # fmt: skip
+            [
+                "tmux",
+                "-L",
+                self.tmux.socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "inbox",
+                "-x",
+                "160",
+                "-y",
+                "45",
+                *command,
+            ],
+            check=True,
+            env=env,
+        )
         self.tmux.wait_for("0 pending")
 
     def keys(self, *keys: str) -> None:

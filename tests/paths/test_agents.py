@@ -177,9 +177,12 @@ async def run_pydantic_ai(paths: PathsServer, scenario: Scenario, session_id: st
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         returns = [
-            p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+            p
+            for m in messages
+            if isinstance(m, ModelRequest)
+            for p in m.parts
             if isinstance(p, ToolReturnPart)
-        ]  # fmt: skip
+        ]
         if not returns:
             return ModelResponse(parts=[call])
         told.extend(p.model_response_str() for p in returns)

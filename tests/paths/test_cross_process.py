@@ -29,8 +29,12 @@ def signoff_cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "XDG_CONFIG_HOME": str(db.parent), "SIGNOFF_USER": "alice"}
     return subprocess.run(
         [sys.executable, "-m", "signoff", *args, "--db", f"sqlite:///{db}"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 async def decided_elsewhere(
@@ -46,10 +50,15 @@ async def decided_elsewhere(
     async with Service(SQLiteStore(db), read_file=None) as service:
         running = asyncio.create_task(
             run_with_signoff(
-                agent, "go", signoff=service, principal=BOT, session_id="x", policy=ASK_ALL,
+                agent,
+                "go",
+                signoff=service,
+                principal=BOT,
+                session_id="x",
+                policy=ASK_ALL,
                 timeout=60,
             )
-        )  # fmt: skip
+        )
         try:
             for _ in range(500):
                 page = await service.list_requests(RequestQuery(status="pending"))

@@ -88,10 +88,22 @@ async def by_cli_remote(paths: PathsServer, request_id: str, decision: dict[str,
         import sys
 
         return subprocess.run(
-            [sys.executable, "-m", "signoff", *cli_args(request_id, decision),
-             "--server", paths.server.base, "--token", paths.admin_token],
-            capture_output=True, text=True, env=paths.server.env, timeout=60, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "signoff",
+                *cli_args(request_id, decision),
+                "--server",
+                paths.server.base,
+                "--token",
+                paths.admin_token,
+            ],
+            capture_output=True,
+            text=True,
+            env=paths.server.env,
+            timeout=60,
+            check=False,
+        )
 
     done = await asyncio.to_thread(run)
     if done.returncode == 0:

@@ -77,9 +77,13 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
         "COLUMNS": "200",
     }
     server = start_server(
-        f"sqlite:///{home / 'serve.db'}", free_port(), env,
-        "--agent", "pair=hosted_agents:pair", cwd=str(home),
-    )  # fmt: skip
+        f"sqlite:///{home / 'serve.db'}",
+        free_port(),
+        env,
+        "--agent",
+        "pair=hosted_agents:pair",
+        cwd=str(home),
+    )
     try:
         yield server, home / "tool.log"
     finally:
@@ -140,12 +144,15 @@ async def _outcome(
     return {
         "task": task["status"],
         "told": str(task.get("output")).replace(run, "RUN"),
-        "history": [(h["kind"], h["tool_call_id"], h["by"]) for h in task["history"]
-                    if h["kind"] in ("approval", "rejection", "edit")],
+        "history": [
+            (h["kind"], h["tool_call_id"], h["by"])
+            for h in task["history"]
+            if h["kind"] in ("approval", "rejection", "edit")
+        ],
         "requests": {c: (r["status"], r["decision"]["decided_by"]) for c, r in requests.items()},
         "audit": audit,
         "ran": [line.replace(run, "RUN") for line in _ran(log, run)],
-    }  # fmt: skip
+    }
 
 
 async def test_inbox_only_is_the_reference(hosted: tuple[Server, Path]) -> None:

@@ -183,9 +183,10 @@ class Watcher:
             await self._may_connect.wait()
             try:
                 async with connect(
-                    f"{self.url}?since={self.last_seq}", additional_headers=self.headers,
+                    f"{self.url}?since={self.last_seq}",
+                    additional_headers=self.headers,
                     open_timeout=5,
-                ) as ws:  # fmt: skip
+                ) as ws:
                     self.socket = ws
                     self.connections += 1
                     async for text in ws:
@@ -273,9 +274,10 @@ async def settle(base: str, agent: str, admin: str, watcher: Watcher) -> Stream:
         assert made.status_code == 201, made.text
     marker = made.json()["id"]
     await until(
-        lambda: any(m["request"]["id"] == marker for m in watcher.events), 15,
+        lambda: any(m["request"]["id"] == marker for m in watcher.events),
+        15,
         f"the reader never saw the last event (it has {len(watcher.events)})",
-    )  # fmt: skip
+    )
     received = watcher.rows()
     log = await replay(int(base.rsplit(":", 1)[1]), admin, received[-1][0])
     assert log[-1][2] == marker, "the last event is the marker's"
@@ -352,8 +354,9 @@ async def kill_connections_and_recover(dsn: str, load: Load) -> None:
     made, decided = len(load.created), len(load.decided)
     await until(
         lambda: len(load.created) > made + 10 and len(load.decided) > decided + 10,
-        15, "no recovery after pg_terminate_backend",
-    )  # fmt: skip
+        15,
+        "no recovery after pg_terminate_backend",
+    )
 
 
 async def test_pg_terminate_backend_under_load_heals_without_a_restart(

@@ -51,9 +51,13 @@ def serve_deploy_agent(tmp_path: Path, tools_toml: str | None = None) -> Server:
         "COLUMNS": "200",
     }
     return start_server(
-        f"sqlite:///{tmp_path / 'serve.db'}", free_port(), env,
-        "--agent", "deploy=hosted_agents:deploy", cwd=str(tmp_path),
-    )  # fmt: skip
+        f"sqlite:///{tmp_path / 'serve.db'}",
+        free_port(),
+        env,
+        "--agent",
+        "deploy=hosted_agents:deploy",
+        cwd=str(tmp_path),
+    )
 
 
 def tool_log(tmp_path: Path) -> list[str]:

@@ -65,8 +65,15 @@ def test_an_agent_is_refused_403_on_the_decision_endpoint_whatever_the_id(
         ]
         for answer in answers:
             _refused(answer)
-        assert len({a.text.replace(rid, "ID") for a, rid in zip(
-            answers, (mine["id"], theirs["id"], UNKNOWN), strict=True)}) == 1  # fmt: skip
+        assert (
+            len(
+                {
+                    a.text.replace(rid, "ID")
+                    for a, rid in zip(answers, (mine["id"], theirs["id"], UNKNOWN), strict=True)
+                }
+            )
+            == 1
+        )
         for rid, token in ((mine["id"], own), (theirs["id"], other)):
             state = http.get(f"{API}/requests/{rid}", headers=bearer(token)).json()
             assert state["status"] == "pending" and state["decision"] is None
@@ -102,8 +109,11 @@ def test_an_agents_batch_decision_is_refused_as_a_whole(server: Server) -> None:
     with httpx.Client(base_url=server.base, timeout=30) as http:
         ids = [_submit(http, own, f"c{n}")["id"] for n in range(3)]
         for kind in ({"type": "approve"}, {"type": "reject", "reason": "x"}):
-            _refused(http.post(f"{API}/decisions", json={"ids": [*ids, UNKNOWN], **kind},
-                               headers=bearer(own)))  # fmt: skip
+            _refused(
+                http.post(
+                    f"{API}/decisions", json={"ids": [*ids, UNKNOWN], **kind}, headers=bearer(own)
+                )
+            )
         for rid in ids:
             assert http.get(f"{API}/requests/{rid}", headers=bearer(own)).json()["status"] == (
                 "pending"
@@ -151,8 +161,12 @@ def test_the_cli_with_an_agent_token_exits_3_and_decides_nothing(server: Server)
     ):
         done = subprocess.run(
             [sys.executable, "-m", "signoff", *args, *remote],
-            capture_output=True, text=True, env=server.env, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=server.env,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 3, (args, done.stdout, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and "may not decide" in lines[0]
@@ -174,21 +188,26 @@ def test_an_agent_cannot_resume_a_run_it_started(tmp_path: Path) -> None:
             assert started.status_code == 201, started.text
             paused = started.json()
             assert paused["status"] == "Paused", paused
-            for how in ({"json": {"action": "approve"}}, {"params": {"action": "approve"}},
-                        {"json": {"action": "edit", "args": {"command": "ls"}}},
-                        {"json": {"action": "reject", "reason": "x"}}):  # fmt: skip
+            for how in (
+                {"json": {"action": "approve"}},
+                {"params": {"action": "approve"}},
+                {"json": {"action": "edit", "args": {"command": "ls"}}},
+                {"json": {"action": "reject", "reason": "x"}},
+            ):
                 answer = http.post(
                     f"{API}/resume/{paused['request_id']}", headers=bearer(own), **how
                 )
                 _refused(answer)
             _refused(
-                http.post(f"{API}/resume/{UNKNOWN}", json={"action": "approve"},
-                          headers=bearer(own))
-            )  # fmt: skip
+                http.post(
+                    f"{API}/resume/{UNKNOWN}", json={"action": "approve"}, headers=bearer(own)
+                )
+            )
             task = http.get(f"{API}/tasks/{paused['task_id']}", headers=bearer(own)).json()
             assert task["status"] == "Paused"
-            request = http.get(f"{API}/requests/{paused['request_id']}",
-                               headers=bearer(server.admin_token or "")).json()  # fmt: skip
+            request = http.get(
+                f"{API}/requests/{paused['request_id']}", headers=bearer(server.admin_token or "")
+            ).json()
             assert request["status"] == "pending"
     finally:
         server.stop()

@@ -165,9 +165,18 @@ def test_an_edit_breaking_the_schema_is_refused_on_every_decider_path(server: Se
         assert refused.json()["error"] == "InvalidDecision"
         assert "args/command" in refused.json()["detail"]
         command = [
-            sys.executable, "-m", "signoff", "approve", rid, "--args", json.dumps(bad),
-            "--server", server.base, "--token", server.admin_token,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "signoff",
+            "approve",
+            rid,
+            "--args",
+            json.dumps(bad),
+            "--server",
+            server.base,
+            "--token",
+            server.admin_token,
+        ]
         cli = subprocess.run(
             command, capture_output=True, text=True, env=server.env, timeout=60, check=False
         )

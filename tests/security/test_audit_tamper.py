@@ -51,8 +51,12 @@ def cli(db: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProces
     """Run ``signoff ARGS --db sqlite:///DB``."""
     return subprocess.run(
         [sys.executable, "-m", "signoff", *args, "--db", f"sqlite:///{db}"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def _ok(response: httpx.Response) -> dict[str, Any]:
@@ -78,8 +82,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
         ids: dict[str, str] = {}
         with httpx.Client(base_url=server.base, timeout=30) as http:
             for call in ("c1", "c2", "c3", "c4"):
-                body = {"session_id": "s1", "tool_name": "shell", "tool_call_id": call,
-                        "tool_args": {"cmd": f"echo {call}"}}  # fmt: skip
+                body = {
+                    "session_id": "s1",
+                    "tool_name": "shell",
+                    "tool_call_id": call,
+                    "tool_args": {"cmd": f"echo {call}"},
+                }
                 ids[call] = _ok(http.post(f"{API}/requests", json=body, headers=agent))["id"]
             early = cli(db, env, "audit", "anchor")
             assert early.returncode == 0, early.stderr
@@ -131,11 +139,21 @@ def rehash(h: History) -> None:
         for seq, (request_id, at, action, actor, from_status, to_status, details) in enumerate(
             rows, start=1
         ):
-            draft = AuditDraft(action=action, actor=actor, request_id=request_id,
-                               from_status=from_status, to_status=to_status,
-                               details=json.loads(details))  # fmt: skip
-            digest = entry_hash(prev_hash=prev, seq=seq, at=datetime.fromisoformat(at),
-                                draft=draft, details_json=details)  # fmt: skip
+            draft = AuditDraft(
+                action=action,
+                actor=actor,
+                request_id=request_id,
+                from_status=from_status,
+                to_status=to_status,
+                details=json.loads(details),
+            )
+            digest = entry_hash(
+                prev_hash=prev,
+                seq=seq,
+                at=datetime.fromisoformat(at),
+                draft=draft,
+                details_json=details,
+            )
             conn.execute(
                 "INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, "
                 "details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -331,8 +349,12 @@ async def test_postgres_cut_event_log_and_emptied_audit_fail_verify(
     def verify_pg(*extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "signoff", "audit", "verify", "--db", pg_database, *extra],
-            capture_output=True, text=True, env=env, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
 
     honest = verify_pg()
     assert honest.returncode == 0 and "ok: 3 entries" in honest.stdout, honest.stderr

@@ -63,8 +63,9 @@ def _refused_naming(answer: httpx.Response, field: str) -> None:
 def _wait(http: httpx.Client, token: str, request_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 15
     while True:
-        got = http.get(f"{API}/requests/{request_id}/wait", params={"timeout": 5},
-                       headers=bearer(token))  # fmt: skip
+        got = http.get(
+            f"{API}/requests/{request_id}/wait", params={"timeout": 5}, headers=bearer(token)
+        )
         assert got.status_code == 200, got.text
         request: dict[str, Any] = got.json()
         if request["status"] != "pending" or time.monotonic() > deadline:
@@ -74,8 +75,13 @@ def _wait(http: httpx.Client, token: str, request_id: str) -> dict[str, Any]:
 def test_an_agent_cannot_ask_to_be_approved_by_expiry(two_approvers: Server) -> None:
     """on_expire approve from the agent is a 422 naming on_expire; nothing is filed or runs."""
     token = agent_token(two_approvers)
-    call = {"session_id": "s", "tool_name": "shell", "tool_args": {"command": "rm -rf /"},
-            "tool_call_id": "c1", "expires_in": 0.5}  # fmt: skip
+    call = {
+        "session_id": "s",
+        "tool_name": "shell",
+        "tool_args": {"command": "rm -rf /"},
+        "tool_call_id": "c1",
+        "expires_in": 0.5,
+    }
     with httpx.Client(base_url=two_approvers.base, timeout=30) as http:
         _refused_naming(
             http.post(
@@ -96,20 +102,28 @@ def test_an_agent_cannot_ask_to_be_approved_by_expiry(two_approvers: Server) -> 
         assert made.json()["on_expire"] == "reject"
         ended = _wait(http, token, made.json()["id"])
         assert ended["status"] == "expired", ended
-        claim = http.post(f"{API}/requests/{ended['id']}/claim",
-                          json={"args": call["tool_args"]}, headers=bearer(token))  # fmt: skip
+        claim = http.post(
+            f"{API}/requests/{ended['id']}/claim",
+            json={"args": call["tool_args"]},
+            headers=bearer(token),
+        )
         assert claim.status_code == 409, claim.text
 
 
 def test_an_agent_cannot_choose_its_default_answer_on_expiry(two_approvers: Server) -> None:
     """A choice request with on_expire default and the agent's default_choice is refused."""
     token = agent_token(two_approvers)
-    body = {"session_id": "s", "kind": "choice", "prompt": "Deploy where?",
-            "options": ["staging", "prod"], "expires_in": 0.5, "on_expire": "default",
-            "default_choice": "prod"}  # fmt: skip
+    body = {
+        "session_id": "s",
+        "kind": "choice",
+        "prompt": "Deploy where?",
+        "options": ["staging", "prod"],
+        "expires_in": 0.5,
+        "on_expire": "default",
+        "default_choice": "prod",
+    }
     with httpx.Client(base_url=two_approvers.base, timeout=30) as http:
-        _refused_naming(http.post(f"{API}/requests", json=body, headers=bearer(token)),
-                        "on_expire")  # fmt: skip
+        _refused_naming(http.post(f"{API}/requests", json=body, headers=bearer(token)), "on_expire")
 
 
 def test_an_agent_cannot_take_reject_away_from_a_person(two_approvers: Server) -> None:
@@ -126,8 +140,9 @@ def test_an_agent_cannot_take_reject_away_from_a_person(two_approvers: Server) -
                 ),
                 "allowed_decisions",
             )
-        made = http.post(f"{API}/requests", json={**call, "allowed_decisions": ["reject"]},
-                         headers=bearer(token))  # fmt: skip
+        made = http.post(
+            f"{API}/requests", json={**call, "allowed_decisions": ["reject"]}, headers=bearer(token)
+        )
         assert made.status_code == 201, made.text
         assert made.json()["allowed_decisions"] == ["reject"]
 
@@ -142,8 +157,9 @@ def test_only_policy_approves_on_expiry_and_the_audit_names_it(
     admin = bearer(server.admin_token or "")
     call = {"session_id": "s", "tool_name": "nightly", "tool_args": {"job": "backup"}}
     with httpx.Client(base_url=server.base, timeout=30) as http:
-        made = http.post(f"{API}/requests", json={**call, "expires_in": 3600},
-                         headers=bearer(token))  # fmt: skip
+        made = http.post(
+            f"{API}/requests", json={**call, "expires_in": 3600}, headers=bearer(token)
+        )
         assert made.status_code == 201, made.text
         assert made.json()["on_expire"] == "approve"
         ended = _wait(http, token, made.json()["id"])
@@ -154,7 +170,8 @@ def test_only_policy_approves_on_expiry_and_the_audit_names_it(
         assert set_by.startswith('rules[0] "nightly-approves-on-expiry" in ')
         assert set_by.endswith("signoff/tools.toml")
         assert entries["submit"]["details"]["request"]["expiry_set_by"] == set_by
-        sooner = http.post(f"{API}/requests", json={**call, "expires_in": 0.3},
-                           headers=bearer(token))  # fmt: skip
+        sooner = http.post(
+            f"{API}/requests", json={**call, "expires_in": 0.3}, headers=bearer(token)
+        )
         assert sooner.json()["on_expire"] == "reject"
         assert _wait(http, token, sooner.json()["id"])["status"] == "expired"

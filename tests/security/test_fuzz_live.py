@@ -353,19 +353,25 @@ def test_hostile_cases_and_links_on_postgres(on_postgres: Live) -> None:
     ("path", "body", "field"),
     [
         pytest.param(
-            "", '{"session_id": "s", "tool_name": "t", "tool_args": {"n": NaN}}', "tool_args.n",
+            "",
+            '{"session_id": "s", "tool_name": "t", "tool_args": {"n": NaN}}',
+            "tool_args.n",
             id="NaN-in-tool-args",
         ),
         pytest.param(
-            "", '{"session_id": "s", "tool_name": "t", "context": [1e999]}', "context.0",
+            "",
+            '{"session_id": "s", "tool_name": "t", "context": [1e999]}',
+            "context.0",
             id="1e999-in-context",
         ),
         pytest.param(
-            "/decision", '{"type": "approve", "args": {"n": -Infinity}}', "args.n",
+            "/decision",
+            '{"type": "approve", "args": {"n": -Infinity}}',
+            "args.n",
             id="-Infinity-in-edited-args",
         ),
     ],
-)  # fmt: skip
+)
 def test_what_the_fuzz_found_stays_fixed(
     request: pytest.FixtureRequest, store: str, path: str, body: str, field: str
 ) -> None:

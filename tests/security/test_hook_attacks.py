@@ -284,8 +284,11 @@ def test_every_agent_denies_what_it_cannot_read(server: Server, agent: str, admi
     """Every agent's command answers unreadable input (garbage, ``{}``) with its own deny and
     exit 2."""
     before = _count(server, admin)
-    cases = {f"{name} {stdin!r}": (name, stdin)
-             for name in AGENTS for stdin in (b"\x00\xff garbage", b"{}")}  # fmt: skip
+    cases = {
+        f"{name} {stdin!r}": (name, stdin)
+        for name in AGENTS
+        for stdin in (b"\x00\xff garbage", b"{}")
+    }
     runs = run_hooks(
         {case: (hook(server, agent, agent=name), stdin) for case, (name, stdin) in cases.items()},
         server.env,
@@ -310,8 +313,12 @@ def test_control_characters_in_a_tool_name_are_filed_as_data_and_shown_escaped(
 
     listed = subprocess.run(
         [sys.executable, "-m", "signoff", "pending", "--server", server.base, "--token", person],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert listed.returncode == 0, listed.stderr
     assert filed["id"] in listed.stdout
     assert "rm\\x1b[2K\\x0dls\\u202etxt" in listed.stdout
@@ -340,10 +347,12 @@ def test_a_usage_error_in_the_hook_command_denies(server: Server, agent: str, ad
     before = _count(server, admin)
     call = claude_call("usage", "Bash", {"command": "ls"})
     runs = run_hooks(
-        {case: (hook_command("claude-code", server, agent, *extra), call)
-         for case, extra in USAGE_ERRORS.items()},
+        {
+            case: (hook_command("claude-code", server, agent, *extra), call)
+            for case, extra in USAGE_ERRORS.items()
+        },
         server.env,
-    )  # fmt: skip
+    )
     for case, run in runs.items():
         assert_denied("claude-code", run, 2)
         assert "could not run" in reason("claude-code", run.body), case
@@ -358,8 +367,12 @@ def test_a_mistyped_agent_name_blocks(name: str, server: Server, agent: str, adm
     done = subprocess.run(
         hook_command(name, server, agent),
         input=json.dumps(claude_call("typo", "Bash", {"command": "ls"})),
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done
     assert "No such command" in done.stderr and "Traceback" not in done.stderr
     assert _count(server, admin) == before
@@ -508,7 +521,11 @@ def test_the_readme_example_exits_2_when_signoff_is_down(tmp_path: Path, agent: 
     }
     done = subprocess.run(
         ["bash", "-c", readme_shell_example()],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2, done
     assert not marker.exists()

@@ -69,8 +69,9 @@ def test_each_call_of_a_run_records_its_starter_and_the_agent_cannot_forge_one(
             headers=bot,
         )
         assert forged.status_code == 422, forged.text
-        plain = http.post(f"{API}/requests", json={"session_id": "s", "tool_name": "shell"},
-                          headers=bot)  # fmt: skip
+        plain = http.post(
+            f"{API}/requests", json={"session_id": "s", "tool_name": "shell"}, headers=bot
+        )
         assert plain.json()["started_by"] is None
         resumed = http.post(
             f"{API}/resume/{task['request_id']}", json={"action": "approve"}, headers=alice
@@ -110,8 +111,9 @@ def test_with_starter_may_approve_false_the_starter_counts_as_the_requester(
             assert "started the run" in refused.json()["detail"]
         assert _request(http, alice, rid)["status"] == "pending"
         assert tool_log(tmp_path) == []
-        approved = http.post(f"{API}/requests/{rid}/decision", json={"type": "approve"},
-                             headers=bob)  # fmt: skip
+        approved = http.post(
+            f"{API}/requests/{rid}/decision", json={"type": "approve"}, headers=bob
+        )
         assert approved.status_code == 200, approved.text
         for _ in range(200):
             task = http.get(f"{API}/tasks/{task['task_id']}", headers=alice).json()

@@ -45,9 +45,19 @@ HOST = "sneaky-host-app"
 
 def _proxy(server: Server, log: Path, *extra: str) -> StdioServerParameters:
     args = [
-        "-m", "signoff", "mcp-proxy", "--server", server.base, "--token", agent_token(server),
-        *extra, "--", sys.executable, str(CHILD), str(log),
-    ]  # fmt: skip
+        "-m",
+        "signoff",
+        "mcp-proxy",
+        "--server",
+        server.base,
+        "--token",
+        agent_token(server),
+        *extra,
+        "--",
+        sys.executable,
+        str(CHILD),
+        str(log),
+    ]
     return StdioServerParameters(command=sys.executable, args=args, env=server.env)
 
 
@@ -76,9 +86,12 @@ async def test_a_decision_made_in_the_mcp_client_is_recorded_as_such(
     assert admin is not None
     params = _proxy(server, tmp_path / "calls.jsonl", "--approver-token", admin)
     async with Client(
-        params, mode=mode, cache=None, elicitation_callback=_approve_in_client,
+        params,
+        mode=mode,
+        cache=None,
+        elicitation_callback=_approve_in_client,
         client_info=types.Implementation(name=HOST, version="6.6.6"),
-    ) as client:  # fmt: skip
+    ) as client:
         result = await client.call_tool("delete_file", {"path": "/tmp/x"})
     assert not result.is_error, text(result)
     request = (await api.get(f"{API}/requests")).json()["items"][0]
@@ -123,9 +136,13 @@ def test_an_agent_token_cannot_be_the_approver(server: Server, tmp_path: Path) -
     bot = agent_token(server, "sly")
     done = subprocess.run(
         [sys.executable, *_proxy(server, tmp_path / "calls.jsonl", "--approver-token", bot).args],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --approver-token belongs to sly")

@@ -89,10 +89,14 @@ def _submit(setup: Setup, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
     with httpx.Client(base_url=setup.server.base, timeout=30) as http:
         made = http.post(
             f"{API}/requests",
-            json={"session_id": "s", "kind": "approval", "tool_name": "write_file",
-                  "tool_args": args},
+            json={
+                "session_id": "s",
+                "kind": "approval",
+                "tool_name": "write_file",
+                "tool_args": args,
+            },
             headers=bearer(setup.token),
-        )  # fmt: skip
+        )
         assert made.status_code == 201, made.text
         again = http.get(f"{API}/requests/{made.json()['id']}", headers=bearer(setup.token))
         listed = http.get(f"{API}/requests", headers=bearer(setup.token))
@@ -196,10 +200,23 @@ def test_with_a_preview_root_a_text_file_inside_it_is_previewed(rooted: Setup) -
 def test_serve_refuses_a_preview_root_that_is_not_a_directory(tmp_path: Path) -> None:
     """--preview-root naming no directory: one error line, exit 3, no server."""
     done = subprocess.run(
-        [sys.executable, "-m", "signoff", "serve", "--port", str(free_port()),
-         "--db", f"sqlite:///{tmp_path / 'x.db'}", "--preview-root", str(tmp_path / "missing")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--db",
+            f"sqlite:///{tmp_path / 'x.db'}",
+            "--preview-root",
+            str(tmp_path / "missing"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith("error: --preview-root:") and "not a directory" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
@@ -210,10 +227,14 @@ def test_signoff_show_says_the_old_text_is_the_agents(bare: Setup) -> None:
     with httpx.Client(base_url=bare.server.base, timeout=30) as http:
         made = http.post(
             f"{API}/requests",
-            json={"session_id": "s", "kind": "approval", "tool_name": "edit_file",
-                  "tool_args": {"path": "/etc/passwd", "old_string": "a", "new_string": "b"}},
+            json={
+                "session_id": "s",
+                "kind": "approval",
+                "tool_name": "edit_file",
+                "tool_args": {"path": "/etc/passwd", "old_string": "a", "new_string": "b"},
+            },
             headers=bearer(bare.token),
-        )  # fmt: skip
+        )
     assert made.status_code == 201, made.text
     shown = bare.server.cli("show", made.json()["id"])
     assert shown.returncode == 0, shown.stderr

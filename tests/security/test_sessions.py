@@ -166,10 +166,22 @@ def test_a_short_secret_is_refused(tmp_path: Path) -> None:
 def start_refused(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run ``signoff serve`` expecting it to refuse to start."""
     return subprocess.run(
-        [sys.executable, "-m", "signoff", "serve", "--port", str(free_port()),
-         "--db", f"sqlite:///{tmp_path / 'x.db'}"],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "serve",
+            "--port",
+            str(free_port()),
+            "--db",
+            f"sqlite:///{tmp_path / 'x.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_a_copied_cookie_stops_working_at_sign_out(server: Server) -> None:

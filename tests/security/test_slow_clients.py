@@ -24,9 +24,16 @@ def strict(tmp_path: Path) -> Iterator[Server]:
     """A server with a 1 s head and body deadline and at most 50 open connections."""
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
     server = start_server(
-        f"sqlite:///{tmp_path / 'serve.db'}", free_port(), env,
-        "--header-timeout", "1", "--body-timeout", "1", "--max-connections", str(CAP),
-    )  # fmt: skip
+        f"sqlite:///{tmp_path / 'serve.db'}",
+        free_port(),
+        env,
+        "--header-timeout",
+        "1",
+        "--body-timeout",
+        "1",
+        "--max-connections",
+        str(CAP),
+    )
     yield server
     if server.process.poll() is None:
         server.stop()

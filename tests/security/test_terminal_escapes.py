@@ -58,10 +58,28 @@ def terminal(command: list[str], env: dict[str, str], cwd: Path | None = None) -
     tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "view")
     line = f"{shlex.join(command)}; echo __exit__ $?; sleep 600"
     subprocess.run(
-        ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "view",
-         "-x", "200", "-y", "50", *(["-c", str(cwd)] if cwd else []), "sh", "-c", line],
-        check=True, env=env,
-    )  # fmt: skip
+        [
+            "tmux",
+            "-L",
+            tmux.socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "view",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            *(["-c", str(cwd)] if cwd else []),
+            "sh",
+            "-c",
+            line,
+        ],
+        check=True,
+        env=env,
+    )
     try:
         yield tmux
     finally:
@@ -77,8 +95,16 @@ def terminal_env(base: dict[str, str]) -> dict[str, str]:
 def cli(server: Server, *args: str) -> list[str]:
     """A signoff command, as the admin, against the server."""
     assert server.admin_token is not None
-    return [sys.executable, "-m", "signoff", *args,
-            "--server", server.base, "--token", server.admin_token]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "signoff",
+        *args,
+        "--server",
+        server.base,
+        "--token",
+        server.admin_token,
+    ]
 
 
 @pytest.fixture
@@ -208,8 +234,16 @@ def test_chat_approval_panel_shows_the_true_tool_name(tmp_path: Path) -> None:
     db = tmp_path / "chat.db"
     session_id = asyncio.run(paused_chat(db, work))
     env = terminal_env({**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")})
-    command = [sys.executable, "-m", "signoff", "chat", "--db", f"sqlite:///{db}",
-               "--resume", session_id]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "signoff",
+        "chat",
+        "--db",
+        f"sqlite:///{db}",
+        "--resume",
+        session_id,
+    ]
     with terminal(command, env, cwd=work) as tmux:
         screen = tmux.wait_for("Awaiting Approval")
         shows_true_name(screen, f"Tool 1 of 1: {SHOWN_TOOL}")

@@ -95,7 +95,11 @@ def test_port_in_use_is_one_line(server: Server) -> None:
     port = server.base.rsplit(":", 1)[1]
     done = subprocess.run(
         [sys.executable, "-m", "signoff", "serve", "--port", port, "--db", server.db],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 3
     assert done.stderr.startswith("error: cannot listen on") and "Traceback" not in done.stderr

@@ -57,9 +57,10 @@ async def test_an_event_on_one_node_reaches_a_websocket_on_another(nodes: list[S
         )
         request_id = created.json()["id"]
         decided = await http.post(
-            f"{API}/requests/{request_id}/decision", json={"type": "approve"},
+            f"{API}/requests/{request_id}/decision",
+            json={"type": "approve"},
             headers=bearer(admin),
-        )  # fmt: skip
+        )
         assert decided.status_code == 200
         seen: list[str] = []
         while "decided" not in seen:
@@ -79,9 +80,10 @@ async def test_conflicting_decisions_across_nodes_have_one_winner(nodes: list[Se
         ids = []
         for n in range(20):
             made = await clients[n % 3].post(
-                f"{API}/requests", json={"session_id": "race", "tool_name": "t",
-                                         "tool_args": {"n": n}}, headers=bearer(agent),
-            )  # fmt: skip
+                f"{API}/requests",
+                json={"session_id": "race", "tool_name": "t", "tool_args": {"n": n}},
+                headers=bearer(agent),
+            )
             ids.append(made.json()["id"])
 
         async def decide(i: int) -> tuple[str, int, str]:
@@ -113,20 +115,23 @@ async def test_claims_on_every_node_run_each_call_once(nodes: list[Server]) -> N
         ids = []
         for n in range(10):
             made = await clients[0].post(
-                f"{API}/requests", json={"session_id": "c", "tool_name": "t",
-                                         "tool_args": {"n": n}}, headers=bearer(agent),
-            )  # fmt: skip
+                f"{API}/requests",
+                json={"session_id": "c", "tool_name": "t", "tool_args": {"n": n}},
+                headers=bearer(agent),
+            )
             ids.append((made.json()["id"], n))
             await clients[1].post(
-                f"{API}/requests/{ids[-1][0]}/decision", json={"type": "approve"},
+                f"{API}/requests/{ids[-1][0]}/decision",
+                json={"type": "approve"},
                 headers=bearer(admin),
-            )  # fmt: skip
+            )
 
         async def claim(node: int, request_id: str, n: int) -> tuple[str, int]:
             response = await clients[node].post(
-                f"{API}/requests/{request_id}/claim", json={"args": {"n": n}},
+                f"{API}/requests/{request_id}/claim",
+                json={"args": {"n": n}},
                 headers=bearer(agent),
-            )  # fmt: skip
+            )
             return request_id, response.status_code
 
         results = await asyncio.gather(
@@ -149,10 +154,10 @@ async def test_every_node_sweeps_but_each_request_expires_once(nodes: list[Serve
         ids = []
         for n in range(10):
             made = await http.post(
-                f"{API}/requests", json={"session_id": "x", "tool_name": "t",
-                                         "tool_args": {"n": n}, "expires_in": 1},
+                f"{API}/requests",
+                json={"session_id": "x", "tool_name": "t", "tool_args": {"n": n}, "expires_in": 1},
                 headers=bearer(agent),
-            )  # fmt: skip
+            )
             ids.append(made.json()["id"])
         await asyncio.sleep(3.5)  # the sweepers run every second on every node
         for request_id in ids:

@@ -88,8 +88,9 @@ async def test_decision_errors(agent: httpx.AsyncClient, approver: httpx.AsyncCl
     """404 unknown, 403 an agent deciding, 422 an invalid decision, 409 not pending."""
     request = await create(agent)
     url = f"{API}/requests/{request['id']}/decision"
-    assert (await approver.post(f"{API}/requests/req_nope/decision",
-                                json={"type": "approve"})).status_code == 404  # fmt: skip
+    assert (
+        await approver.post(f"{API}/requests/req_nope/decision", json={"type": "approve"})
+    ).status_code == 404
     assert (await agent.post(url, json={"type": "approve"})).status_code == 403
     invalid = await approver.post(url, json={"type": "choose", "choice": "a"})
     assert invalid.status_code == 422
@@ -106,9 +107,14 @@ async def test_choice_answer_must_be_an_option(
 ) -> None:
     """A choice outside the options is 422 and changes nothing; a valid one is 200."""
     choice = await create(
-        agent, kind="choice", prompt="Deploy where?", options=["staging", "prod"],
-        tool_name=None, tool_args=None, tool_call_id=None,
-    )  # fmt: skip
+        agent,
+        kind="choice",
+        prompt="Deploy where?",
+        options=["staging", "prod"],
+        tool_name=None,
+        tool_args=None,
+        tool_call_id=None,
+    )
     url = f"{API}/requests/{choice['id']}/decision"
     bad = await approver.post(url, json={"type": "choose", "choice": "moon"})
     assert bad.status_code == 422 and "not one of the options" in bad.json()["detail"]
@@ -177,8 +183,9 @@ async def test_cancel_and_results_errors(
 ) -> None:
     """cancel by the asker, 409 twice; a result for a call not executing is 409."""
     request = await create(agent)
-    assert (await agent.post(f"{API}/requests/{request['id']}/result",
-                             json={"ok": True})).status_code == 409  # fmt: skip
+    assert (
+        await agent.post(f"{API}/requests/{request['id']}/result", json={"ok": True})
+    ).status_code == 409
     assert (await approver.post(f"{API}/requests/{request['id']}/cancel")).status_code == 403
     cancel = await agent.post(f"{API}/requests/{request['id']}/cancel", json={"reason": "nah"})
     assert cancel.json()["status"] == "canceled"

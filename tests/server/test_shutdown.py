@@ -74,17 +74,35 @@ def start_followers(server: Server, admin: str) -> tuple[Tmux | None, subprocess
     remote = ["--server", server.base, "--token", admin]
     watch = subprocess.Popen(
         [sys.executable, "-m", "signoff", "watch", "--json", "--since", "0", *remote],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server.env,
+    )
     if shutil.which("tmux") is None:
         return None, watch
     tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "inbox")
     command = [sys.executable, "-m", "signoff", "inbox", *remote]
     subprocess.run(
-        ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "inbox",
-         "-x", "140", "-y", "40", *command],
-        check=True, env={**server.env, "TERM": "xterm-256color"},
-    )  # fmt: skip
+        [
+            "tmux",
+            "-L",
+            tmux.socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "inbox",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            *command,
+        ],
+        check=True,
+        env={**server.env, "TERM": "xterm-256color"},
+    )
     tmux.wait_for("0 pending")
     return tmux, watch
 

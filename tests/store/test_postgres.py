@@ -174,8 +174,10 @@ async def test_version_2_schema_upgrades_to_call_ids_per_requester(pg: tuple[str
             "INSERT INTO requests (id, kind, status, session_id, tool_name, tool_call_id, "
             "requested_by, created_us, version, data) "
             "VALUES ($1, 'approval', 'pending', 's1', 'shell', 'call-1', 'alice', $2, 1, $3)",
-            alices.id, to_micros(alices.created_at), RequestAdapter.dump_json(alices).decode(),
-        )  # fmt: skip
+            alices.id,
+            to_micros(alices.created_at),
+            RequestAdapter.dump_json(alices).decode(),
+        )
     finally:
         await connection.close()
     store = PostgresStore(dsn, schema=schema)
@@ -232,9 +234,15 @@ async def test_commit_notifies_listeners_with_the_last_seq(pg_database: str) -> 
     await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
     try:
         grant = Grant(
-            id="grt_1", scope="always", tool_name="shell", requested_by="agent",
-            created_by="alice", created_at=T0, expires_at=T0, source_request_id="req_x",
-        )  # fmt: skip
+            id="grt_1",
+            scope="always",
+            tool_name="shell",
+            requested_by="agent",
+            created_by="alice",
+            created_at=T0,
+            expires_at=T0,
+            source_request_id="req_x",
+        )
         await store.commit(Write(at=T0, grants=(grant,)))
         request = approval()
         await store.commit(insert(request))

@@ -61,11 +61,20 @@ async def test_version_2_database_upgrades_and_keeps_its_rows(tmp_path: Path) ->
             "requested_by, idempotency_key, created_us, expires_us, version, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                request.id, request.kind, request.status, request.session_id, request.tool_name,
-                request.tool_call_id, request.requested_by, None, to_micros(request.created_at),
-                None, request.version, RequestAdapter.dump_json(request).decode(),
+                request.id,
+                request.kind,
+                request.status,
+                request.session_id,
+                request.tool_name,
+                request.tool_call_id,
+                request.requested_by,
+                None,
+                to_micros(request.created_at),
+                None,
+                request.version,
+                RequestAdapter.dump_json(request).decode(),
             ),
-        )  # fmt: skip
+        )
         db.execute("PRAGMA user_version = 2")
     db.close()
     store = SQLiteStore(path)
@@ -95,11 +104,20 @@ async def test_version_4_database_upgrades_to_call_ids_per_requester(tmp_path: P
             "requested_by, idempotency_key, created_us, expires_us, version, data) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                alices.id, alices.kind, alices.status, alices.session_id, alices.tool_name,
-                alices.tool_call_id, alices.requested_by, None, to_micros(alices.created_at),
-                None, alices.version, RequestAdapter.dump_json(alices).decode(),
+                alices.id,
+                alices.kind,
+                alices.status,
+                alices.session_id,
+                alices.tool_name,
+                alices.tool_call_id,
+                alices.requested_by,
+                None,
+                to_micros(alices.created_at),
+                None,
+                alices.version,
+                RequestAdapter.dump_json(alices).decode(),
             ),
-        )  # fmt: skip
+        )
         db.execute("PRAGMA user_version = 4")
     db.close()
     store = SQLiteStore(path)

@@ -87,15 +87,28 @@ def next_version(current: Task, **over: Any) -> Task:
 async def test_all_three_kinds_round_trip(store: Store) -> None:
     """Every kind of request comes back exactly as it was stored."""
     choice = ChoiceRequest(
-        id=new_request_id(), session_id="s", requested_by="a", created_at=T0, updated_at=T0,
-        allowed_decisions=("choose", "reject"), prompt="Which?", options=("a", "b"),
-        multi_select=True, allow_other=True, expires_at=T0 + timedelta(seconds=5),
-    )  # fmt: skip
+        id=new_request_id(),
+        session_id="s",
+        requested_by="a",
+        created_at=T0,
+        updated_at=T0,
+        allowed_decisions=("choose", "reject"),
+        prompt="Which?",
+        options=("a", "b"),
+        multi_select=True,
+        allow_other=True,
+        expires_at=T0 + timedelta(seconds=5),
+    )
     questions = QuestionsRequest(
-        id=new_request_id(), session_id="s", requested_by="a", created_at=T0, updated_at=T0,
+        id=new_request_id(),
+        session_id="s",
+        requested_by="a",
+        created_at=T0,
+        updated_at=T0,
         allowed_decisions=("approve", "answer", "reject"),
-        questions=(Question(id="q1", text="Why?", required=True),), context={"k": [1, "v"]},
-    )  # fmt: skip
+        questions=(Question(id="q1", text="Why?", required=True),),
+        context={"k": [1, "v"]},
+    )
     for request in (approval(), choice, questions):
         await store.commit(insert(request))
         assert await store.get_request(request.id) == request
@@ -255,10 +268,16 @@ async def test_lapsed_claims_are_executing_past_their_lease(store: Store) -> Non
 async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
     """Grants and tokens are stored, found (tokens by hash and by id) and replaced by id."""
     grant = Grant(
-        id="grt_1", scope="session", tool_name="shell", session_id="s1", requested_by="agent",
-        created_by="alice", created_at=T0, expires_at=T0 + timedelta(hours=1),
+        id="grt_1",
+        scope="session",
+        tool_name="shell",
+        session_id="s1",
+        requested_by="agent",
+        created_by="alice",
+        created_at=T0,
+        expires_at=T0 + timedelta(hours=1),
         source_request_id="req_x",
-    )  # fmt: skip
+    )
     token = TokenRecord(id="tok_1", name="bot", role="agent", token_hash="ab" * 32, created_at=T0)
     await store.commit(Write(at=T0, grants=(grant,), tokens=(token,)))
     assert await store.get_grant("grt_1") == grant
@@ -366,12 +385,16 @@ async def test_task_round_trips_and_is_found_by_each_pending_request(store: Stor
         history=(
             HistoryItem(kind="user", at=at, text="Tidy the repo.", by="alice"),
             HistoryItem(
-                kind="tool_call", at=at, tool_name="shell", tool_call_id="call-0",
-                args={"command": "rm x", "force": True, "n": [1, 2.5, None]}, request_id="req_a",
+                kind="tool_call",
+                at=at,
+                tool_name="shell",
+                tool_call_id="call-0",
+                args={"command": "rm x", "force": True, "n": [1, 2.5, None]},
+                request_id="req_a",
             ),
         ),
         output={"kept": [1, "two", None]},
-    )  # fmt: skip
+    )
     await store.commit(Write(at=T0, task=paused))
     assert await store.get_task(paused.id) == paused
     assert await store.find_task("req_a") == paused

@@ -221,9 +221,12 @@ async def test_restored_session_asks_for_waiting_calls_again(world: World) -> No
     pause = await first.pause(result.output)
     [(_, request_id)] = pause.asked
     restored = await ChatSession.restore(
-        first.id, build_agent(None, world.root), world.agent_side, world.service.store,
+        first.id,
+        build_agent(None, world.root),
+        world.agent_side,
+        world.service.store,
         policy=world.policy,
-    )  # fmt: skip
+    )
     app = world.app(restored)
     async with app.run_test() as pilot:
         await waiting(pilot, app, "Tool 1 of 1: write_file")

@@ -38,10 +38,27 @@ def chat_in_tmux(tmp_path: Path) -> Iterator[tuple[Tmux, Path]]:
     command = [sys.executable, "-m", "signoff", "chat", "--db", db]
     tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "chat")
     subprocess.run(
-        ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "chat",
-         "-x", "140", "-y", "45", "-c", str(work), *command],
-        check=True, env=env,
-    )  # fmt: skip
+        [
+            "tmux",
+            "-L",
+            tmux.socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "chat",
+            "-x",
+            "140",
+            "-y",
+            "45",
+            "-c",
+            str(work),
+            *command,
+        ],
+        check=True,
+        env=env,
+    )
     try:
         yield tmux, work
     finally:

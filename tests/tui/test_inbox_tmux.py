@@ -25,8 +25,9 @@ async def file_one(db: Path) -> str:
     """A pending shell call whose args hold markup; its id."""
     async with Service(SQLiteStore(db), read_file=None) as service:
         args = {"command": "[bold]make[/bold] deploy"}
-        submitted = await service.submit({"session_id": "s", "tool_name": "shell",
-                                          "tool_args": args}, AGENT)  # fmt: skip
+        submitted = await service.submit(
+            {"session_id": "s", "tool_name": "shell", "tool_args": args}, AGENT
+        )
         return submitted.request.id
 
 
@@ -40,15 +41,34 @@ def test_real_inbox_shows_a_request_and_a_approves_it(tmp_path: Path) -> None:
     """In a terminal the pending call shows (markup literal); `a` approves it; `q` quits."""
     db = tmp_path / "signoff.db"
     request_id = asyncio.run(file_one(db))
-    env = {**os.environ, "SIGNOFF_USER": "tester", "XDG_CONFIG_HOME": str(tmp_path),
-           "TERM": "xterm-256color"}  # fmt: skip
+    env = {
+        **os.environ,
+        "SIGNOFF_USER": "tester",
+        "XDG_CONFIG_HOME": str(tmp_path),
+        "TERM": "xterm-256color",
+    }
     tmux = Tmux(f"signoff-test-{uuid.uuid4().hex[:8]}", "inbox")
     command = [sys.executable, "-m", "signoff", "inbox", "--db", f"sqlite:///{db}"]
     subprocess.run(
-        ["tmux", "-L", tmux.socket, "-f", "/dev/null", "new-session", "-d", "-s", "inbox",
-         "-x", "140", "-y", "40", *command],
-        check=True, env=env,
-    )  # fmt: skip
+        [
+            "tmux",
+            "-L",
+            tmux.socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "inbox",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            *command,
+        ],
+        check=True,
+        env=env,
+    )
     try:
         screen = tmux.wait_for("1 pending")
         assert "[bold]make[/bold] deploy" in screen

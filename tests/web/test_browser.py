@@ -210,9 +210,12 @@ def test_choice_and_questions_are_answered_from_their_controls(page: Page, agent
     """Option buttons, multi-select checkboxes with free text, and question fields decide."""
     single = agent.submit(kind="choice", prompt="Which env?", options=["staging", "prod"])
     multi = agent.submit(
-        kind="choice", prompt="Regions?", options=["eu", "us", "ap"], multi_select=True,
+        kind="choice",
+        prompt="Regions?",
+        options=["eu", "us", "ap"],
+        multi_select=True,
         allow_other=True,
-    )  # fmt: skip
+    )
     asked = agent.submit(
         kind="questions",
         questions=[{"id": "version", "text": "Which version?", "required": True}, "Notes?"],

@@ -154,8 +154,12 @@ def chat_tools(root: Path) -> FunctionToolset[None]:
             done = await asyncio.to_thread(
                 subprocess.run,  # a person approved this command (or policy allows it)
                 ["/bin/sh", "-c", command],
-                cwd=root, capture_output=True, text=True, timeout=_SHELL_TIMEOUT, check=False,
-            )  # fmt: skip
+                cwd=root,
+                capture_output=True,
+                text=True,
+                timeout=_SHELL_TIMEOUT,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             return f"timed out after {_SHELL_TIMEOUT:.0f} seconds"
         output = (done.stdout + done.stderr).strip()

@@ -57,8 +57,12 @@ def demo_tools(workspace: Path) -> dict[str, Any]:
         """Run ``command`` with sh in the workspace; its output."""
         done = subprocess.run(  # noqa: S603 - runs only after a person approved this command
             ["/bin/sh", "-c", command],
-            cwd=workspace, capture_output=True, text=True, timeout=30, check=False,
-        )  # fmt: skip
+            cwd=workspace,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         return (done.stdout + done.stderr).strip() or f"exit code {done.returncode}"
 
     return {"write_file": write_file, "shell": shell}

@@ -223,9 +223,11 @@ def _ask_and_decide(target: tuple[str | None, str | None, str | None], request_i
                 console.print(request_panel(request))
             try:
                 decision = ask_decision(
-                    request, ask, interactive=interactive,
+                    request,
+                    ask,
+                    interactive=interactive,
                     say=lambda text: console.print(text, markup=False, highlight=False),
-                )  # fmt: skip
+                )
             except EOFError:
                 fail("no answer on standard input")
             decided = await backend.decide(request_id, decision)

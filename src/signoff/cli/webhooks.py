@@ -56,9 +56,13 @@ def list_(db: DbOption = None, server: ServerOption = None, token: TokenOption =
             table.add_column(column)
         for h in hooks:
             table.add_row(
-                h.id, Text(h.url), h.format, "yes" if h.active else "no", Text(h.created_by),
+                h.id,
+                Text(h.url),
+                h.format,
+                "yes" if h.active else "no",
+                Text(h.created_by),
                 f"{h.created_at:%Y-%m-%d %H:%M}",
-            )  # fmt: skip
+            )
         console.print(table if hooks else "no webhooks")
 
     run(go)
@@ -102,9 +106,14 @@ def deliveries(
         for d in found:
             last = d.last_error or (str(d.last_status_code) if d.last_status_code else "")
             table.add_row(
-                d.id, d.webhook_id, f"#{d.event_seq} {d.event_type}", d.request_id, d.status,
-                str(d.attempts), Text(last),
-            )  # fmt: skip
+                d.id,
+                d.webhook_id,
+                f"#{d.event_seq} {d.event_type}",
+                d.request_id,
+                d.status,
+                str(d.attempts),
+                Text(last),
+            )
         console.print(table if found else "no deliveries")
 
     run(go)

@@ -49,10 +49,22 @@ ExtraArgs: TypeAlias = Literal["forbid", "ignore"]
 
 PATH_KEYS = frozenset(
     {
-        "path", "file", "file_path", "filepath", "filename", "file_name", "dir", "dirname",
-        "directory", "folder", "cwd", "workdir", "working_dir", "working_directory",
+        "path",
+        "file",
+        "file_path",
+        "filepath",
+        "filename",
+        "file_name",
+        "dir",
+        "dirname",
+        "directory",
+        "folder",
+        "cwd",
+        "workdir",
+        "working_dir",
+        "working_directory",
     }
-)  # fmt: skip
+)
 """Argument names whose values are file system paths (also any name ending ``_path``,
 ``_file``, ``_dir`` or ``_directory``)."""
 

@@ -526,8 +526,10 @@ class OpenCodeBridge:
         request = submitted.request
         entry.request_id = request.id
         if request.status == "pending":
-            self.log(f"{request.id}: {permission.kind} in session {permission.session_id} "
-                     "waits for a person")  # fmt: skip
+            self.log(
+                f"{request.id}: {permission.kind} in session {permission.session_id} "
+                "waits for a person"
+            )
             request = await wait_decided(self.backend, request.id, time.monotonic() + self.wait)
         return reply_for(request, use_always=self.use_always)
 
@@ -540,7 +542,9 @@ class OpenCodeBridge:
                 return
             except (httpx.TransportError, httpx.HTTPStatusError) as exc:
                 if pause is None:
-                    self.log(f"{permission.id}: could not reply ({type(exc).__name__}); "
-                             "it is taken up again on reconnect")  # fmt: skip
+                    self.log(
+                        f"{permission.id}: could not reply ({type(exc).__name__}); "
+                        "it is taken up again on reconnect"
+                    )
                     return
                 await asyncio.sleep(pause)

@@ -104,9 +104,13 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
             with watch.guard(credential) as ended, stopping.stream() as going:
                 until = either(ended, going)
                 async for event in follow_events(
-                    service, caller, since=start, session_id=session_id,
-                    heartbeat=request.app.state.heartbeat, until=until,
-                ):  # fmt: skip
+                    service,
+                    caller,
+                    since=start,
+                    session_id=session_id,
+                    heartbeat=request.app.state.heartbeat,
+                    until=until,
+                ):
                     if await request.is_disconnected():
                         return
                     if event is None:
@@ -148,9 +152,12 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
 
         async def send_events() -> None:
             async for event in follow_events(
-                service, caller, since=since, session_id=session_id,
+                service,
+                caller,
+                since=since,
+                session_id=session_id,
                 heartbeat=websocket.app.state.heartbeat,
-            ):  # fmt: skip
+            ):
                 await websocket.send_text(_HEARTBEAT_TEXT if event is None else event_text(event))
 
         # whichever ends first ends both: a client that goes away frees its handler at once,

@@ -146,8 +146,9 @@ class ChatApp(App[None]):
 
     async def on_mount(self) -> None:
         """Say which session this is; a restored one asks about its waiting calls first."""
-        self._note(f"session {self.session.id} (resume with: signoff chat --resume "
-                   f"{self.session.id})")  # fmt: skip
+        self._note(
+            f"session {self.session.id} (resume with: signoff chat --resume {self.session.id})"
+        )
         for line in _history_lines(self.session):
             line = visible(line)
             self.transcript.append(line)

@@ -246,8 +246,9 @@ def web_router() -> APIRouter:
             return await _confirm(request.app.state.service, token, next_path)
         if await session_of(request) is not None:
             return RedirectResponse(next_path, status_code=303)
-        return _login_page("Sign in with an API token.", status=200, next_path=next_path,
-                           error=False)  # fmt: skip
+        return _login_page(
+            "Sign in with an API token.", status=200, next_path=next_path, error=False
+        )
 
     @router.post("/login")
     async def login_form(request: Request) -> Response:

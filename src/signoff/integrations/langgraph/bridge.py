@@ -346,10 +346,12 @@ class LangGraphBridge:
                 ids.append(submitted.request.id)
                 pending.append(
                     PendingCall(
-                        tool_call_id=ask.tool_call_id, tool_name=ask.tool_name,
-                        args=ask.args, request_id=submitted.request.id,
+                        tool_call_id=ask.tool_call_id,
+                        tool_name=ask.tool_name,
+                        args=ask.args,
+                        request_id=submitted.request.id,
                     )
-                )  # fmt: skip
+                )
             kind: Literal["tool_approval", "batched", "questions", "choice"]
             if _is_batched(item.value):
                 kind = "batched"
@@ -506,27 +508,44 @@ class LangGraphBridge:
             call_ids = _pair_calls(actions, state)
             return [
                 self._tool_ask(
-                    item.id, n, call_ids[n] or _derived_id(item.id, n), action,
-                    configs.get(str(action.get("name")), MIDDLEWARE_DECISIONS), base,
+                    item.id,
+                    n,
+                    call_ids[n] or _derived_id(item.id, n),
+                    action,
+                    configs.get(str(action.get("name")), MIDDLEWARE_DECISIONS),
+                    base,
                 )
                 for n, action in enumerate(actions)
-            ]  # fmt: skip
+            ]
         key = {"idempotency_key": _key(f"langgraph:{thread_id}:{item.id}")}
         if value.get("type") == "questions":
             allowed = tuple(str(a) for a in value.get("allowed_decisions") or ())
             signoff_allowed = _keep_reject([{"edit": "answer"}.get(a, a) for a in allowed])
             new = NewRequest.model_validate(
-                {**base, **key, "kind": "questions", "prompt": value.get("prompt"),
-                 "questions": value.get("questions"), "context": value.get("context"),
-                 "allowed_decisions": signoff_allowed or None}
-            )  # fmt: skip
+                {
+                    **base,
+                    **key,
+                    "kind": "questions",
+                    "prompt": value.get("prompt"),
+                    "questions": value.get("questions"),
+                    "context": value.get("context"),
+                    "allowed_decisions": signoff_allowed or None,
+                }
+            )
             return [self._ask_ask(item, "questions", allowed, new)]
         if value.get("type") == "choice":
             new = NewRequest.model_validate(
-                {**base, **key, "kind": "choice", "prompt": value.get("prompt"),
-                 "options": value.get("options"), "multi_select": value.get("multi_select"),
-                 "allow_other": value.get("allow_other"), "context": value.get("context")}
-            )  # fmt: skip
+                {
+                    **base,
+                    **key,
+                    "kind": "choice",
+                    "prompt": value.get("prompt"),
+                    "options": value.get("options"),
+                    "multi_select": value.get("multi_select"),
+                    "allow_other": value.get("allow_other"),
+                    "context": value.get("context"),
+                }
+            )
             return [self._ask_ask(item, "choice", ("choose", "reject"), new)]
         return []
 
@@ -549,26 +568,43 @@ class LangGraphBridge:
             )
         )
         new = NewRequest.model_validate(
-            {**base, "kind": "approval", "tool_name": name, "tool_args": args,
-             "tool_call_id": _key(tool_call_id), "allowed_decisions": signoff_allowed or None,
-             "args_schema": self.tool_schemas.get(name),
-             # a review without edit: LangGraph would refuse the edit and wedge the thread
-             "editable": "edit" in allowed,
-             "context": action.get("description")}
-        )  # fmt: skip
+            {
+                **base,
+                "kind": "approval",
+                "tool_name": name,
+                "tool_args": args,
+                "tool_call_id": _key(tool_call_id),
+                "allowed_decisions": signoff_allowed or None,
+                "args_schema": self.tool_schemas.get(name),
+                # a review without edit: LangGraph would refuse the edit and wedge the thread
+                "editable": "edit" in allowed,
+                "context": action.get("description"),
+            }
+        )
         return GraphAsk(
-            interrupt_id=interrupt_id, kind="tool_call", position=position,
-            tool_call_id=tool_call_id, tool_name=name, args=args, allowed=tuple(allowed),
+            interrupt_id=interrupt_id,
+            kind="tool_call",
+            position=position,
+            tool_call_id=tool_call_id,
+            tool_name=name,
+            args=args,
+            allowed=tuple(allowed),
             new_request=new,
-        )  # fmt: skip
+        )
 
     def _ask_ask(
         self, item: Interrupt, kind: AskKind, allowed: tuple[str, ...], new: NewRequest
     ) -> GraphAsk:
         return GraphAsk(
-            interrupt_id=item.id, kind=kind, position=0, tool_call_id=item.id,
-            tool_name="ask_human", args=dict(item.value), allowed=allowed, new_request=new,
-        )  # fmt: skip
+            interrupt_id=item.id,
+            kind=kind,
+            position=0,
+            tool_call_id=item.id,
+            tool_name="ask_human",
+            args=dict(item.value),
+            allowed=allowed,
+            new_request=new,
+        )
 
     async def _decided(self, task: Task, wait: float) -> dict[str, Request] | None:
         loop = asyncio.get_running_loop()
@@ -834,9 +870,12 @@ def _history(request: Request, at: datetime) -> HistoryItem:
     tool = request.tool_name if isinstance(request, ApprovalRequest) else None
     call = request.tool_call_id if isinstance(request, ApprovalRequest) else None
     base: dict[str, Any] = {
-        "at": record.decided_at if record is not None else at, "by": by, "tool_name": tool,
-        "tool_call_id": call, "request_id": request.id,
-    }  # fmt: skip
+        "at": record.decided_at if record is not None else at,
+        "by": by,
+        "tool_name": tool,
+        "tool_call_id": call,
+        "request_id": request.id,
+    }
     if request.status == "approved":
         if isinstance(request, ApprovalRequest) and request.approved_args not in (
             None,

@@ -174,13 +174,22 @@ def ask_human(
         if not prompt:
             raise ValueError("a choice needs a prompt")
         new = _new_request(
-            {"kind": "choice", "prompt": prompt, "options": list(options),
-             "multi_select": multi_select, "allow_other": allow_other}
-        )  # fmt: skip
+            {
+                "kind": "choice",
+                "prompt": prompt,
+                "options": list(options),
+                "multi_select": multi_select,
+                "allow_other": allow_other,
+            }
+        )
         value: dict[str, JsonValue] = {
-            "type": "choice", "prompt": prompt, "options": list(new.options or ()),
-            "multi_select": multi_select, "allow_other": allow_other, "context": context,
-        }  # fmt: skip
+            "type": "choice",
+            "prompt": prompt,
+            "options": list(new.options or ()),
+            "multi_select": multi_select,
+            "allow_other": allow_other,
+            "context": context,
+        }
         return interrupt(
             value,
             response_schema=_choice_schema(
@@ -342,11 +351,13 @@ class HumanFeedback:
             messages += [
                 ToolMessage(
                     content="Not run: the agent asked the person first. Call it again if needed.",
-                    tool_call_id=c["id"] or "", name=c["name"], status="error",
+                    tool_call_id=c["id"] or "",
+                    name=c["name"],
+                    status="error",
                 )
                 for c in calls
                 if c["name"] != FEEDBACK_TOOL
-            ]  # fmt: skip
+            ]
             return {"messages": messages, "human_decision": response.type}
         context = str(last.content) if last is not None else None
         questions = [Question(id="q1", text=self.review_question)]

@@ -461,18 +461,24 @@ class _Keeper:
         now = _now()
         pending = tuple(
             PendingCall(
-                tool_call_id=_call_id(item), tool_name=item.name or "", args=_args(item),
+                tool_call_id=_call_id(item),
+                tool_name=item.name or "",
+                args=_args(item),
                 request_id=rid,
             )
             for item, rid in asked
-        )  # fmt: skip
+        )
         calls = tuple(
             HistoryItem(
-                kind="tool_call", at=now, tool_name=p.tool_name, tool_call_id=p.tool_call_id,
-                args=p.args, request_id=p.request_id,
+                kind="tool_call",
+                at=now,
+                tool_name=p.tool_name,
+                tool_call_id=p.tool_call_id,
+                args=p.args,
+                request_id=p.request_id,
             )
             for p in pending
-        )  # fmt: skip
+        )
         await self.save(
             status="Paused",
             messages=json.dumps(state.to_json(context_serializer=self.serializer)),
@@ -734,9 +740,16 @@ async def resume_with_signoff(
             by_call[_call_id(item)] = rid
     keeper = _Keeper(store, task, context_serializer)
     loop = _Loop(
-        agent, backend, task.session_id, keeper, editable, timeout, max_rounds, run_config,
+        agent,
+        backend,
+        task.session_id,
+        keeper,
+        editable,
+        timeout,
+        max_rounds,
+        run_config,
         on_pause,
-    )  # fmt: skip
+    )
     asked = [(_call_id(i), by_call[_call_id(i)]) for i in interruptions]
     try:
         result = await loop.resume(state, asked)

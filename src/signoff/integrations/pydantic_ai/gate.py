@@ -559,9 +559,13 @@ async def run_with_signoff(
     calls asks again and finds the same requests (and their decisions).
     """
     gate = SignoffGate(
-        signoff, session_id=session_id, mode="defer", principal=principal, policy=policy,
+        signoff,
+        session_id=session_id,
+        mode="defer",
+        principal=principal,
+        policy=policy,
         timeout=timeout,
-    )  # fmt: skip
+    )
     output_type = _with_deferred(agent.output_type)
     result = await agent.run(
         prompt,

@@ -80,18 +80,23 @@ def _items(messages: Sequence[ModelMessage], at: datetime) -> list[HistoryItem]:
             elif isinstance(part, ToolCallPart):
                 items.append(
                     HistoryItem(
-                        kind="tool_call", at=at, tool_name=part.tool_name,
+                        kind="tool_call",
+                        at=at,
+                        tool_name=part.tool_name,
                         tool_call_id=part.tool_call_id,
                         args=to_jsonable_python(part.args_as_dict(), fallback=str),
                     )
-                )  # fmt: skip
+                )
             elif isinstance(part, ToolReturnPart):
                 items.append(
                     HistoryItem(
-                        kind="tool_result", at=at, tool_name=part.tool_name,
-                        tool_call_id=part.tool_call_id, text=part.model_response_str(),
+                        kind="tool_result",
+                        at=at,
+                        tool_name=part.tool_name,
+                        tool_call_id=part.tool_call_id,
+                        text=part.model_response_str(),
                     )
-                )  # fmt: skip
+                )
     return items
 
 
@@ -100,9 +105,12 @@ def _decision_item(call: PendingCall, request: Request) -> HistoryItem:
     at = record.decided_at if record is not None else request.updated_at
     by = record.decided_by if record is not None else None
     base: dict[str, Any] = {
-        "at": at, "by": by, "tool_name": call.tool_name, "tool_call_id": call.tool_call_id,
+        "at": at,
+        "by": by,
+        "tool_name": call.tool_name,
+        "tool_call_id": call.tool_call_id,
         "request_id": request.id,
-    }  # fmt: skip
+    }
     if request.status == "approved" and isinstance(request, ApprovalRequest):
         approved = request.approved_args or call.args
         if approved != call.args:
@@ -184,10 +192,11 @@ class TaskRunner:
                 if request.status == "executing":
                     with contextlib.suppress(InvalidTransition):
                         await self.service.fail(
-                            request.id, self.principal(task.agent),
+                            request.id,
+                            self.principal(task.agent),
                             "the server stopped during this call; whether it finished is "
                             "unknown, so it is not run again",
-                        )  # fmt: skip
+                        )
             with contextlib.suppress(InvalidTransition):  # another server got there first
                 await self._fail(task, reason)
         for task in await self.service.list_tasks(status="Paused", limit=10_000):
@@ -340,11 +349,14 @@ class TaskRunner:
         text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
         failed = task.model_copy(
             update={
-                "status": "Failed", "error": text,
-                "history": (*task.history, HistoryItem(
-                    kind="error", at=self.service.clock(), text=text)),
+                "status": "Failed",
+                "error": text,
+                "history": (
+                    *task.history,
+                    HistoryItem(kind="error", at=self.service.clock(), text=text),
+                ),
             }
-        )  # fmt: skip
+        )
         return await self.service.save_task(failed)
 
     async def _advance(
@@ -361,9 +373,12 @@ class TaskRunner:
         before = len(messages or [])
         try:
             result: AgentRunResult[Any] = await agent.run(
-                prompt, message_history=messages, deferred_tool_results=results,
-                output_type=output_type, capabilities=[self._gate(task)],
-            )  # fmt: skip
+                prompt,
+                message_history=messages,
+                deferred_tool_results=results,
+                output_type=output_type,
+                capabilities=[self._gate(task)],
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -376,19 +391,24 @@ class TaskRunner:
             backend = self._backend(task)
             try:
                 _, asked = await file_deferred(
-                    result.output, backend, session_id=task.session_id, messages=all_messages,
+                    result.output,
+                    backend,
+                    session_id=task.session_id,
+                    messages=all_messages,
                     file_denied=True,  # on the record; the service's policy rejects them
                     agent=agent,
-                )  # fmt: skip
+                )
             except Exception as exc:
                 return await self._fail(task, exc)
             pending = tuple(
                 PendingCall(
-                    tool_call_id=call.tool_call_id, tool_name=call.tool_name,
-                    args=to_jsonable_python(call.args_as_dict(), fallback=str), request_id=rid,
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args=to_jsonable_python(call.args_as_dict(), fallback=str),
+                    request_id=rid,
                 )
                 for call, rid in asked
-            )  # fmt: skip
+            )
             paused = task.model_copy(
                 update={
                     "status": "Paused",
