@@ -192,7 +192,7 @@ def test_inbox_shows_the_true_tool_name(server: Server, attack: Any) -> None:
         shows_true_name(screen, f"tool: {SHOWN_TOOL}")
         assert '"mode": "\\u202ewrite"' in screen
         tmux.tmux("send-keys", "-t", tmux.session, "j")
-        screen = tmux.wait_for("options")
+        screen = tmux.wait_for("choose one option")  # the choice's details are drawn
         assert "Deploy now?\\x1b]0;pwned\\x07" in screen
         assert "2. later\\u202e" in screen
         assert "pwned" not in title(tmux)
