@@ -9,32 +9,8 @@ The command is :mod:`signoff.cli.chat` and the screen :mod:`signoff.tui.chat`, b
 other commands and terminal apps. Everything here needs ``pip install 'signoff[pydantic-ai]'``.
 """
 
-from signoff.chat.agent import (
-    CANCELED_MESSAGE,
-    CHAT_AGENT,
-    CHAT_PRINCIPAL,
-    ChatOutput,
-    ChatSession,
-    Pause,
-    TerminalAnswer,
-    build_agent,
-    chat_tools,
-    decide_here,
-    model_label,
-    wait_decided,
-)
+from signoff.chat import agent
+from signoff.chat.agent import *  # noqa: F403 (exactly agent.__all__)
 
-__all__ = [
-    "CANCELED_MESSAGE",
-    "CHAT_AGENT",
-    "CHAT_PRINCIPAL",
-    "ChatOutput",
-    "ChatSession",
-    "Pause",
-    "TerminalAnswer",
-    "build_agent",
-    "chat_tools",
-    "decide_here",
-    "model_label",
-    "wait_decided",
-]
+__all__: list[str] = []
+__all__ += agent.__all__

@@ -6,28 +6,8 @@ applies to a paused run and the tool-side edits are in
 Needs ``pip install 'signoff[openai-agents]'``.
 """
 
-from signoff.integrations.openai_agents.loop import (
-    AGENT_PREFIX,
-    Applied,
-    apply_decisions,
-    edit_problem,
-    file_interruptions,
-    resume_with_signoff,
-    run_with_signoff,
-    signoff_args,
-    signoff_edits,
-    task_agent,
-)
+from signoff.integrations.openai_agents import loop
+from signoff.integrations.openai_agents.loop import *  # noqa: F403 (exactly loop.__all__)
 
-__all__ = [
-    "AGENT_PREFIX",
-    "Applied",
-    "apply_decisions",
-    "edit_problem",
-    "file_interruptions",
-    "resume_with_signoff",
-    "run_with_signoff",
-    "signoff_args",
-    "signoff_edits",
-    "task_agent",
-]
+__all__: list[str] = []
+__all__ += loop.__all__

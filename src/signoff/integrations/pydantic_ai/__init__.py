@@ -11,32 +11,8 @@
 Everything here needs ``pip install 'signoff[pydantic-ai]'``.
 """
 
-from signoff.integrations.pydantic_ai.gate import (
-    META_KEY,
-    GateMode,
-    SignoffGate,
-    checked_results,
-    decided_results,
-    edit_problem,
-    file_deferred,
-    queue_status_toolset,
-    registry_from_agent,
-    resolve_deferred,
-    run_with_signoff,
-    tool_schemas,
-)
+from signoff.integrations.pydantic_ai import gate
+from signoff.integrations.pydantic_ai.gate import *  # noqa: F403 (exactly gate.__all__)
 
-__all__ = [
-    "META_KEY",
-    "GateMode",
-    "SignoffGate",
-    "checked_results",
-    "decided_results",
-    "edit_problem",
-    "file_deferred",
-    "queue_status_toolset",
-    "registry_from_agent",
-    "resolve_deferred",
-    "run_with_signoff",
-    "tool_schemas",
-]
+__all__: list[str] = []
+__all__ += gate.__all__
