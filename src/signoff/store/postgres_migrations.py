@@ -14,15 +14,7 @@ The tables both stores create alike are written once, in :mod:`signoff.store.ddl
 
 from __future__ import annotations
 
-from signoff.store.ddl import (
-    CALL_PER_REQUESTER,
-    EVENTS,
-    GRANTS_TOKENS_AUDIT,
-    REQUESTS,
-    SESSIONS,
-    TASKS,
-    for_dialect,
-)
+from signoff.store import ddl
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
 
@@ -60,12 +52,18 @@ CREATE INDEX deliveries_status ON deliveries (status, created_us DESC, event_seq
 CREATE INDEX deliveries_created ON deliveries (created_us DESC, event_seq DESC, id DESC);
 """
 
-_INITIAL = for_dialect(
-    REQUESTS, GRANTS_TOKENS_AUDIT, EVENTS, _LOG_HEAD_AND_WEBHOOKS, TASKS, key=_KEY, big=_BIG
+_INITIAL = ddl.for_dialect(
+    ddl.REQUESTS,
+    ddl.GRANTS_TOKENS_AUDIT,
+    ddl.EVENTS,
+    _LOG_HEAD_AND_WEBHOOKS,
+    ddl.TASKS,
+    key=_KEY,
+    big=_BIG,
 )
-_SESSIONS = for_dialect(SESSIONS, key=_KEY, big=_BIG)
+_SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, CALL_PER_REQUESTER)
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,15 +8,7 @@ The tables both stores create alike are written once, in :mod:`signoff.store.ddl
 
 from __future__ import annotations
 
-from signoff.store.ddl import (
-    CALL_PER_REQUESTER,
-    EVENTS,
-    GRANTS_TOKENS_AUDIT,
-    REQUESTS,
-    SESSIONS,
-    TASKS,
-    for_dialect,
-)
+from signoff.store import ddl
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
 
@@ -31,7 +23,9 @@ CREATE TABLE audit_head (
 );
 """
 
-_INITIAL = for_dialect(REQUESTS, GRANTS_TOKENS_AUDIT, _AUDIT_HEAD, EVENTS, key=_KEY, big=_BIG)
+_INITIAL = ddl.for_dialect(
+    ddl.REQUESTS, ddl.GRANTS_TOKENS_AUDIT, _AUDIT_HEAD, ddl.EVENTS, key=_KEY, big=_BIG
+)
 
 _WEBHOOKS = """
 CREATE TABLE webhooks (
@@ -52,10 +46,10 @@ CREATE INDEX deliveries_status ON deliveries (status, created_us DESC, event_seq
 CREATE INDEX deliveries_created ON deliveries (created_us DESC, event_seq DESC);
 """
 
-_TASKS = for_dialect(TASKS, key=_KEY, big=_BIG)
-_SESSIONS = for_dialect(SESSIONS, key=_KEY, big=_BIG)
+_TASKS = ddl.for_dialect(ddl.TASKS, key=_KEY, big=_BIG)
+_SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS, CALL_PER_REQUESTER)
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS, ddl.CALL_PER_REQUESTER)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
