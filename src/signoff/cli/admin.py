@@ -10,15 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from signoff.cli.backend import ServerOption, TokenOption, open_backend
-from signoff.cli.context import (
-    EXIT_CALLER,
-    DbOption,
-    console,
-    err_console,
-    local_principal,
-    run,
-)
+from signoff.cli.backend import ServerOption, TokenOption, call_backend
+from signoff.cli.context import EXIT_CALLER, DbOption, console, err_console
 from signoff.domain.principals import Role
 from signoff.terminal.render import audit_table
 from signoff.terminal.safe_text import visible
@@ -51,22 +44,18 @@ def audit_verify(
     has its submit entry and every event an audited request, and no event is missing.
     """
 
-    async def go() -> int:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            report = await backend.verify_audit(anchor)
-        if report.ok:
-            extends = f"; it extends anchor {report.anchor}" if report.anchor else ""
-            console.print(f"audit chain ok: {report.entries} entries{extends}", markup=False)
-            return 0
-        where = (
-            f"audit chain broken at entry {report.first_bad_seq}"
-            if report.first_bad_seq is not None
-            else "audit log fails verification"
-        )
-        err_console.print(f"error: {where}: {report.problem}", markup=False, soft_wrap=True)
-        return EXIT_CALLER
-
-    run(go)
+    report = call_backend(db, server, token, lambda backend: backend.verify_audit(anchor))
+    if report.ok:
+        extends = f"; it extends anchor {report.anchor}" if report.anchor else ""
+        console.print(f"audit chain ok: {report.entries} entries{extends}", markup=False)
+        return
+    where = (
+        f"audit chain broken at entry {report.first_bad_seq}"
+        if report.first_bad_seq is not None
+        else "audit log fails verification"
+    )
+    err_console.print(f"error: {where}: {report.problem}", markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_CALLER)
 
 
 @audit_app.command("anchor")
@@ -80,20 +69,16 @@ def audit_anchor(
 ) -> None:
     """Print the chain head as SEQ:HASH; keep it outside the database for verify --anchor."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            anchor = await backend.audit_anchor()
-        if as_json:
-            body = {
-                **anchor.model_dump(mode="json"),
-                "anchor": str(anchor),
-                "at": datetime.now(UTC).isoformat(),
-            }
-            console.print(json.dumps(body), markup=False, soft_wrap=True)
-        else:
-            console.print(str(anchor), markup=False, soft_wrap=True)
-
-    run(go)
+    anchor = call_backend(db, server, token, lambda backend: backend.audit_anchor())
+    if as_json:
+        body = {
+            **anchor.model_dump(mode="json"),
+            "anchor": str(anchor),
+            "at": datetime.now(UTC).isoformat(),
+        }
+        console.print(json.dumps(body), markup=False, soft_wrap=True)
+    else:
+        console.print(str(anchor), markup=False, soft_wrap=True)
 
 
 @audit_app.command("log")
@@ -105,12 +90,8 @@ def audit_log(
 ) -> None:
     """Print audit entries in chain order."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            entries = await backend.audit(request_id)
-        console.print(audit_table(entries) if entries else "no audit entries")
-
-    run(go)
+    entries = call_backend(db, server, token, lambda backend: backend.audit(request_id))
+    console.print(audit_table(entries) if entries else "no audit entries")
 
 
 @token_app.command("create")
@@ -125,16 +106,14 @@ def token_create(
 ) -> None:
     """Create a token and print it once; only its hash is stored."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            secret, record = await backend.create_token(name, role)
-        err_console.print(
-            f"token {record.id} for {record.name} ({record.role}); it is shown only once:",
-            markup=False,
-        )
-        console.print(secret, markup=False)
-
-    run(go)
+    secret, record = call_backend(
+        db, server, token, lambda backend: backend.create_token(name, role)
+    )
+    err_console.print(
+        f"token {record.id} for {record.name} ({record.role}); it is shown only once:",
+        markup=False,
+    )
+    console.print(secret, markup=False)
 
 
 @token_app.command("revoke")
@@ -146,35 +125,27 @@ def token_revoke(
 ) -> None:
     """Revoke a token: it stops working at once, and so do inbox sign-ins made with it."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            revoked = await backend.revoke_token(token_id)
-        console.print(f"revoked token {revoked.id} ({revoked.name}, {revoked.role})", markup=False)
-
-    run(go)
+    revoked = call_backend(db, server, token, lambda backend: backend.revoke_token(token_id))
+    console.print(f"revoked token {revoked.id} ({revoked.name}, {revoked.role})", markup=False)
 
 
 @token_app.command("list")
 def token_list(db: DbOption = None, server: ServerOption = None, token: TokenOption = None) -> None:
     """List tokens (ids, names and roles; never the tokens)."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            tokens = await backend.list_tokens()
-        table = Table(box=None, pad_edge=False)
-        for column in ("id", "name", "role", "created", "revoked"):
-            table.add_column(column)
-        for t in tokens:
-            table.add_row(
-                t.id,
-                Text(t.name),
-                t.role,
-                f"{t.created_at:%Y-%m-%d %H:%M}",
-                f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "",
-            )
-        console.print(table if tokens else "no tokens")
-
-    run(go)
+    tokens = call_backend(db, server, token, lambda backend: backend.list_tokens())
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "name", "role", "created", "revoked"):
+        table.add_column(column)
+    for t in tokens:
+        table.add_row(
+            t.id,
+            Text(t.name),
+            t.role,
+            f"{t.created_at:%Y-%m-%d %H:%M}",
+            f"{t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "",
+        )
+    console.print(table if tokens else "no tokens")
 
 
 @grants_app.command("list")
@@ -186,37 +157,35 @@ def grants_list(
 ) -> None:
     """List standing grants."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            grants = await backend.list_grants(live_only=not all_grants)
-        table = Table(box=None, pad_edge=False)
-        for column in (
-            "id",
-            "scope",
-            "tool",
-            "requester",
-            "session",
-            "args",
-            "by",
-            "expires",
-            "revoked",
-        ):
-            table.add_column(column)
-        for g in grants:
-            table.add_row(
-                g.id,
-                g.scope,
-                Text(visible(g.tool_name, multiline=False)),
-                Text(visible(g.requested_by, multiline=False)),
-                Text(visible(g.session_id or "", multiline=False)),
-                Text(visible(str(g.args_pattern or "any"), multiline=False)),
-                Text(g.created_by),
-                f"{g.expires_at:%Y-%m-%d %H:%M}",
-                f"{g.revoked_at:%Y-%m-%d %H:%M}" if g.revoked_at else "",
-            )
-        console.print(table if grants else "no standing grants")
-
-    run(go)
+    grants = call_backend(
+        db, server, token, lambda backend: backend.list_grants(live_only=not all_grants)
+    )
+    table = Table(box=None, pad_edge=False)
+    for column in (
+        "id",
+        "scope",
+        "tool",
+        "requester",
+        "session",
+        "args",
+        "by",
+        "expires",
+        "revoked",
+    ):
+        table.add_column(column)
+    for g in grants:
+        table.add_row(
+            g.id,
+            g.scope,
+            Text(visible(g.tool_name, multiline=False)),
+            Text(visible(g.requested_by, multiline=False)),
+            Text(visible(g.session_id or "", multiline=False)),
+            Text(visible(str(g.args_pattern or "any"), multiline=False)),
+            Text(g.created_by),
+            f"{g.expires_at:%Y-%m-%d %H:%M}",
+            f"{g.revoked_at:%Y-%m-%d %H:%M}" if g.revoked_at else "",
+        )
+    console.print(table if grants else "no standing grants")
 
 
 @grants_app.command("revoke")
@@ -228,12 +197,8 @@ def grants_revoke(
 ) -> None:
     """Revoke a standing grant: it approves nothing more."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            grant = await backend.revoke_grant(grant_id)
-        console.print(f"{grant.id}: revoked")
-
-    run(go)
+    grant = call_backend(db, server, token, lambda backend: backend.revoke_grant(grant_id))
+    console.print(f"{grant.id}: revoked")
 
 
 def register(app: typer.Typer) -> None:

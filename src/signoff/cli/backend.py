@@ -6,18 +6,20 @@ Every command runs unchanged against ``--db`` or ``--server URL --token T``: bot
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
 from signoff.backends import Backend, LocalBackend
-from signoff.cli.context import fail, open_service
+from signoff.cli.context import fail, local_principal, open_service, run_for_result
 from signoff.domain.principals import Principal
 from signoff.service import read_text_file
 
-__all__ = ["ServerOption", "TokenOption", "open_backend"]
+__all__ = ["ServerOption", "TokenOption", "call_backend", "open_backend"]
+
+T = TypeVar("T")
 
 ServerOption = Annotated[
     str | None,
@@ -64,3 +66,22 @@ async def open_backend(
         fail("--server needs the HTTP client: pip install 'signoff[server]'")
     async with AsyncClient(server, token) as client:
         yield client
+
+
+def call_backend(
+    db: str | None,
+    server: str | None,
+    token: str | None,
+    operation: Callable[[Backend], Awaitable[T]],
+) -> T:
+    """One operation on the backend ``--db`` or ``--server`` names, as the person here.
+
+    For a command that makes one call and then prints what it got: the backend is closed
+    before this returns, and a signoff error is one ``error:`` line and its exit code.
+    """
+
+    async def go() -> T:
+        async with open_backend(db, server, token, principal=local_principal()) as backend:
+            return await operation(backend)
+
+    return run_for_result(go)

@@ -11,7 +11,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import JsonValue
@@ -35,7 +35,10 @@ __all__ = [
     "open_service",
     "parse_json_object",
     "run",
+    "run_for_result",
 ]
+
+T = TypeVar("T")
 
 EXIT_CALLER = 3
 EXIT_RUNTIME = 4
@@ -63,12 +66,17 @@ def fail(message: str, code: int = EXIT_CALLER) -> NoReturn:
 
 def run(coro_fn: Callable[[], Coroutine[Any, Any, int | None]]) -> None:
     """Run a command's coroutine; signoff errors become one line and an exit code."""
-    try:
-        code = asyncio.run(coro_fn())
-    except SignoffError as exc:
-        fail(exc.message, EXIT_CALLER if isinstance(exc, CallerError) else EXIT_RUNTIME)
+    code = run_for_result(coro_fn)
     if code:
         raise typer.Exit(code)
+
+
+def run_for_result(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine and return its result; signoff errors become one line and an exit code."""
+    try:
+        return asyncio.run(coro_fn())
+    except SignoffError as exc:
+        fail(exc.message, EXIT_CALLER if isinstance(exc, CallerError) else EXIT_RUNTIME)
 
 
 def local_principal() -> Principal:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from signoff.cli.backend import ServerOption, TokenOption, open_backend
+from signoff.cli.backend import ServerOption, TokenOption, call_backend, open_backend
 from signoff.cli.context import (
     DbOption,
     console,
@@ -245,12 +245,8 @@ def cancel(
 ) -> None:
     """Withdraw a pending request."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            request = await backend.cancel(request_id, reason)
-        console.print(f"{request.id}: {request.status}")
-
-    run(go)
+    request = call_backend(db, server, token, lambda backend: backend.cancel(request_id, reason))
+    console.print(f"{request.id}: {request.status}")
 
 
 def submit(

@@ -8,8 +8,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from signoff.cli.backend import ServerOption, TokenOption, open_backend
-from signoff.cli.context import DbOption, console, err_console, local_principal, run
+from signoff.cli.backend import ServerOption, TokenOption, call_backend
+from signoff.cli.context import DbOption, console, err_console
 
 __all__ = ["register"]
 
@@ -34,38 +34,32 @@ def add(
 ) -> None:
     """Add an endpoint; prints its id and the signing secret (shown once)."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            hook = await backend.add_webhook(url, secret=secret, fmt=fmt)
-        console.print(f"{hook.id} -> {hook.url} ({hook.format})", markup=False)
-        err_console.print("signing secret, shown only once:", markup=False)
-        console.print(f"secret: {hook.secret}", markup=False)
-
-    run(go)
+    hook = call_backend(
+        db, server, token, lambda backend: backend.add_webhook(url, secret=secret, fmt=fmt)
+    )
+    console.print(f"{hook.id} -> {hook.url} ({hook.format})", markup=False)
+    err_console.print("signing secret, shown only once:", markup=False)
+    console.print(f"secret: {hook.secret}", markup=False)
 
 
 @webhooks_app.command("list")
 def list_(db: DbOption = None, server: ServerOption = None, token: TokenOption = None) -> None:
     """List endpoints (never their secrets)."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            hooks = await backend.list_webhooks()
-        table = Table(box=None, pad_edge=False)
-        for column in ("id", "url", "format", "active", "by", "created"):
-            table.add_column(column)
-        for h in hooks:
-            table.add_row(
-                h.id,
-                Text(h.url),
-                h.format,
-                "yes" if h.active else "no",
-                Text(h.created_by),
-                f"{h.created_at:%Y-%m-%d %H:%M}",
-            )
-        console.print(table if hooks else "no webhooks")
-
-    run(go)
+    hooks = call_backend(db, server, token, lambda backend: backend.list_webhooks())
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "url", "format", "active", "by", "created"):
+        table.add_column(column)
+    for h in hooks:
+        table.add_row(
+            h.id,
+            Text(h.url),
+            h.format,
+            "yes" if h.active else "no",
+            Text(h.created_by),
+            f"{h.created_at:%Y-%m-%d %H:%M}",
+        )
+    console.print(table if hooks else "no webhooks")
 
 
 @webhooks_app.command("remove")
@@ -77,12 +71,8 @@ def remove(
 ) -> None:
     """Stop sending events to an endpoint (its delivery log stays)."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            hook = await backend.remove_webhook(webhook_id)
-        console.print(f"{hook.id}: removed")
-
-    run(go)
+    hook = call_backend(db, server, token, lambda backend: backend.remove_webhook(webhook_id))
+    console.print(f"{hook.id}: removed")
 
 
 @webhooks_app.command("deliveries")
@@ -97,26 +87,24 @@ def deliveries(
 ) -> None:
     """The delivery log, newest first: attempts, last HTTP status and error."""
 
-    async def go() -> None:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            found = await backend.list_deliveries(status=status, limit=limit)
-        table = Table(box=None, pad_edge=False)
-        for column in ("id", "webhook", "event", "request", "status", "tries", "last"):
-            table.add_column(column, no_wrap=column in ("id", "request"))
-        for d in found:
-            last = d.last_error or (str(d.last_status_code) if d.last_status_code else "")
-            table.add_row(
-                d.id,
-                d.webhook_id,
-                f"#{d.event_seq} {d.event_type}",
-                d.request_id,
-                d.status,
-                str(d.attempts),
-                Text(last),
-            )
-        console.print(table if found else "no deliveries")
-
-    run(go)
+    found = call_backend(
+        db, server, token, lambda backend: backend.list_deliveries(status=status, limit=limit)
+    )
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "webhook", "event", "request", "status", "tries", "last"):
+        table.add_column(column, no_wrap=column in ("id", "request"))
+    for d in found:
+        last = d.last_error or (str(d.last_status_code) if d.last_status_code else "")
+        table.add_row(
+            d.id,
+            d.webhook_id,
+            f"#{d.event_seq} {d.event_type}",
+            d.request_id,
+            d.status,
+            str(d.attempts),
+            Text(last),
+        )
+    console.print(table if found else "no deliveries")
 
 
 @webhooks_app.command("redeliver")
@@ -128,15 +116,12 @@ def redeliver(
 ) -> None:
     """Send one delivery again now and print the outcome."""
 
-    async def go() -> int:
-        async with open_backend(db, server, token, principal=local_principal()) as backend:
-            delivery = await backend.redeliver(delivery_id)
-        console.print(f"{delivery.id}: {delivery.status}", markup=False)
-        if delivery.last_error:
-            err_console.print(f"last error: {delivery.last_error}", markup=False)
-        return 0 if delivery.status == "delivered" else 1
-
-    run(go)
+    delivery = call_backend(db, server, token, lambda backend: backend.redeliver(delivery_id))
+    console.print(f"{delivery.id}: {delivery.status}", markup=False)
+    if delivery.last_error:
+        err_console.print(f"last error: {delivery.last_error}", markup=False)
+    if delivery.status != "delivered":
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
