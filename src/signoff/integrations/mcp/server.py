@@ -28,16 +28,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from signoff.integrations.mcp.holding import (
-    AWAIT_TOOL,
-    HOLD_SECONDS,
-    await_tool,
-    clamp_hold,
-    held_request_id,
-    text_result,
-    waiting_result,
-)
-
 try:
     import mcp_types as types
     from mcp.server import Server
@@ -51,6 +41,15 @@ from signoff.domain.requests import ChoiceRequest, QuestionsRequest, Request
 from signoff.domain.submission import MAX_EXPIRES_IN, NewRequest
 from signoff.errors import CallerError
 from signoff.integrations.hooks.permission_prompt import PROMPT_TOOL, answer_prompt
+from signoff.integrations.mcp.holding import (
+    AWAIT_TOOL,
+    HOLD_SECONDS,
+    await_tool,
+    clamp_hold,
+    held_request_id,
+    text_result,
+    waiting_result,
+)
 from signoff.integrations.outcomes import choice_result, questions_result
 from signoff.service import validation_message
 
