@@ -138,6 +138,16 @@ def _submit(new: NewRequest | Mapping[str, Any]) -> _Op[Submitted]:
     )
 
 
+def _read(path: str, decode: Callable[[bytes], T]) -> _Op[T]:
+    """``GET`` an API path, its answer's body read by ``decode``."""
+    return _Op("GET", f"{API}{path}", lambda r: decode(r.content))
+
+
+def _change(path: str, decode: Callable[[bytes], T], *, subject: str | None = None) -> _Op[T]:
+    """``POST`` to an API path with no body (revoke, remove), the answer read by ``decode``."""
+    return _Op("POST", f"{API}{path}", lambda r: decode(r.content), subject=subject)
+
+
 def _one(method: str, request_id: str, tail: str = "", body: Any = None) -> _Op[Request]:
     return _Op(
         method,
@@ -316,19 +326,16 @@ class _Ops:
 
     @staticmethod
     def list_tokens() -> _Op[list[TokenRecord]]:
-        return _Op(
-            "GET",
-            f"{API}/tokens",
-            lambda r: [t.as_record() for t in TokenList.model_validate_json(r.content).items],
+        return _read(
+            "/tokens",
+            lambda body: [t.as_record() for t in TokenList.model_validate_json(body).items],
         )
 
     @staticmethod
     def revoke_token(token_id: str) -> _Op[TokenRecord]:
-        return _Op(
-            "POST",
-            f"{API}/tokens/{token_id}/revoke",
-            lambda r: TokenView.model_validate_json(r.content).as_record(),
-            subject=token_id,
+        path = f"/tokens/{token_id}/revoke"
+        return _change(
+            path, lambda body: TokenView.model_validate_json(body).as_record(), subject=token_id
         )
 
     @staticmethod
@@ -340,19 +347,15 @@ class _Ops:
 
     @staticmethod
     def list_webhooks() -> _Op[list[Webhook]]:
-        return _Op(
-            "GET",
-            f"{API}/webhooks",
-            lambda r: [w.as_webhook() for w in WebhookList.model_validate_json(r.content).items],
+        return _read(
+            "/webhooks",
+            lambda body: [w.as_webhook() for w in WebhookList.model_validate_json(body).items],
         )
 
     @staticmethod
     def remove_webhook(webhook_id: str) -> _Op[Webhook]:
-        return _Op(
-            "POST",
-            f"{API}/webhooks/{webhook_id}/remove",
-            lambda r: WebhookView.model_validate_json(r.content).as_webhook(),
-        )
+        path = f"/webhooks/{webhook_id}/remove"
+        return _change(path, lambda body: WebhookView.model_validate_json(body).as_webhook())
 
     @staticmethod
     def list_deliveries(status: str | None, limit: int) -> _Op[list[Delivery]]:
