@@ -64,7 +64,8 @@ class HostedAgents(Protocol):
         reason: str = "",
         args: Mapping[str, JsonValue] | None = None,
     ) -> Task:
-        """Decide one of a paused task's requests and return the task's next state."""
+        """Decide one of a paused task's requests and return the task's next state
+        (NotAllowed for an agent, first: who may decide is checked here, not by the route)."""
         ...
 
 

@@ -12,12 +12,14 @@ secret out, and the answers that carry more than a record.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    JsonValue,
     PlainSerializer,
     WithJsonSchema,
 )
@@ -26,11 +28,13 @@ from signoff.domain.audit import Anchor, AuditEntry
 from signoff.domain.grants import Grant
 from signoff.domain.principals import Role, TokenRecord
 from signoff.domain.requests import Request, Status
+from signoff.domain.tasks import HistoryItem, PendingCall, Task, TaskStatus
 from signoff.domain.webhooks import Delivery, Webhook, WebhookFormat
 
 __all__ = [
     "HIDDEN",
     "NOT_DISCLOSED",
+    "AgentList",
     "AnchorView",
     "AuditLog",
     "BatchDecided",
@@ -39,6 +43,8 @@ __all__ = [
     "DeliveryList",
     "GrantList",
     "RequestPage",
+    "TaskList",
+    "TaskView",
     "TokenCreated",
     "TokenList",
     "TokenView",
@@ -231,3 +237,85 @@ class DeliveryList(_Answer):
 
     items: list[Delivery]
     """Deliveries, newest first."""
+
+
+class AgentList(_Answer):
+    """The agents a server hosts (``GET /agents``)."""
+
+    items: list[str]
+    """Their names, sorted."""
+
+
+class TaskView(_Answer):
+    """A hosted task as the API shows it (``GET /tasks/{id}``, runs and resumes): the task
+    without the agent's opaque state, and a paused one with what it waits on and where to
+    answer.
+
+    The fields after ``task_id`` are a paused task's only: the others leave them unset, and
+    the API sends a view without its unset fields (``exclude_unset``), as it always has.
+    """
+
+    id: str
+    """The task's id."""
+    agent: str
+    """The registered agent's name."""
+    session_id: str
+    """The session its requests are filed under."""
+    user: str
+    """Who started it."""
+    status: TaskStatus
+    """Where it is."""
+    version: int
+    """Optimistic-concurrency counter."""
+    created_at: datetime
+    """When it started."""
+    updated_at: datetime
+    """When it last changed."""
+    prompt: str
+    """What the agent was asked."""
+    pending: tuple[PendingCall, ...]
+    """The calls a paused task waits on."""
+    history: tuple[HistoryItem, ...]
+    """Everything that happened, oldest first."""
+    output: JsonValue
+    """The agent's output once Completed."""
+    error: str | None
+    """Why it Failed or was Canceled."""
+    task_id: str
+    """The task's id again (what a run's answer names it)."""
+    request_id: str | None = None
+    """Paused: the first request it waits on."""
+    message: str | None = None
+    """Paused: the calls it waits on, in words."""
+    approval_url: str | None = None
+    """Paused: POST here to approve the first request."""
+    rejection_url: str | None = None
+    """Paused: POST here to reject the first request."""
+    tool_calls: list[PendingCall] | None = None
+    """Paused: every call it waits on."""
+
+    @classmethod
+    def of(cls, task: Task, base_url: str = "") -> TaskView:
+        """The view of ``task``; links to resume it start with ``base_url`` (the server's)."""
+        fields = task.model_dump(exclude={"messages"})
+        if task.status != "Paused" or not task.pending:
+            return cls(**fields, task_id=task.id)
+        first = task.pending[0]
+        resume = f"{base_url}/api/v1/resume/{first.request_id}"
+        calls = ", ".join(f"{p.tool_name}({json.dumps(p.args)})" for p in task.pending)
+        return cls(
+            **fields,
+            task_id=task.id,
+            request_id=first.request_id,
+            message=f"The agent is waiting for approval of: {calls}",
+            approval_url=f"{resume}?action=approve",
+            rejection_url=f"{resume}?action=reject",
+            tool_calls=list(task.pending),
+        )
+
+
+class TaskList(_Answer):
+    """Tasks the caller may see, newest first (``GET /tasks``)."""
+
+    items: list[TaskView]
+    """Each task's view."""

@@ -14,17 +14,23 @@ from signoff.domain.requests import RequestAdapter
 from signoff.server.app import API, create_app
 from signoff.testing import memory_service
 from signoff.wire import (
+    AgentList,
     AnchorView,
     AuditLog,
     BatchResults,
     DeliveryList,
     GrantList,
     RequestPage,
+    TaskList,
+    TaskView,
     TokenCreated,
     TokenList,
     TokenView,
     WebhookList,
 )
+from tests.integrations.test_pydantic_ai_tasks import Hosted, hosted
+
+__all__ = ["hosted"]  # the fixture of a server hosting agents, for the task answers
 
 SPEC: dict[str, Any] = create_app(memory_service(), sweep=False).openapi()
 
@@ -48,6 +54,11 @@ NAMED: dict[tuple[str, str, str], str] = {
     ("post", "/webhooks/{webhook_id}/remove", "200"): "WebhookView",
     ("get", "/webhooks/deliveries", "200"): "DeliveryList",
     ("post", "/webhooks/deliveries/{delivery_id}/redeliver", "200"): "Delivery",
+    ("get", "/agents", "200"): "AgentList",
+    ("post", "/agents/{name}/runs", "201"): "TaskView",
+    ("get", "/tasks", "200"): "TaskList",
+    ("get", "/tasks/{task_id}", "200"): "TaskView",
+    ("post", "/resume/{request_id}", "200"): "TaskView",
 }
 """Each answer whose schema is one named model: (method, path, status) to the model."""
 
@@ -147,3 +158,42 @@ async def test_each_answer_is_exactly_its_model(
     _read_as(GrantList, await admin.get(f"{API}/grants"))
     _read_as(WebhookList, await admin.get(f"{API}/webhooks"))
     _read_as(DeliveryList, await admin.get(f"{API}/webhooks/deliveries"))
+
+
+PAUSED_ORDER = ["request_id", "message", "approval_url", "rejection_url", "tool_calls"]
+"""What a task's answer holds only while it is paused, last and in this order."""
+PAUSED_ONLY = set(PAUSED_ORDER)
+
+
+def _read_as_sent(model: type[BaseModel], response: httpx.Response) -> dict[str, Any]:
+    """The answer reads as ``model`` and writes back (its unset fields left out, as the
+    server sends it) as the same JSON, keys in order; the JSON."""
+    assert response.is_success, response.text
+    again = model.model_validate_json(response.content).model_dump(mode="json", exclude_unset=True)
+    sent: dict[str, Any] = response.json()
+    assert again == sent
+    assert list(again) == list(sent)
+    return sent
+
+
+async def test_each_task_answer_is_exactly_its_model(hosted: Hosted) -> None:
+    """Runs, tasks and resumes read as TaskView, a paused one with its links and only it."""
+    alice = hosted.alice
+    _read_as_sent(AgentList, await alice.get(f"{API}/agents"))
+    done = _read_as_sent(
+        TaskView, await alice.post(f"{API}/agents/quiet/runs", json={"prompt": "go"})
+    )
+    assert done["status"] == "Completed" and not PAUSED_ONLY & set(done)
+    paused = _read_as_sent(
+        TaskView, await alice.post(f"{API}/agents/one/runs", json={"prompt": "go"})
+    )
+    assert paused["status"] == "Paused"
+    assert list(paused)[-6:] == ["task_id", *PAUSED_ORDER]
+    assert "messages" not in paused
+    listed = _read_as_sent(TaskList, await alice.get(f"{API}/tasks"))
+    assert {t["task_id"] for t in listed["items"]} == {done["task_id"], paused["task_id"]}
+    _read_as_sent(TaskView, await alice.get(f"{API}/tasks/{paused['task_id']}"))
+    resumed = _read_as_sent(
+        TaskView, await alice.post(f"{API}/resume/{paused['request_id']}?action=reject")
+    )
+    assert resumed["status"] != "Paused" and not PAUSED_ONLY & set(resumed)

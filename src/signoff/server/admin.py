@@ -13,7 +13,6 @@ from pydantic import Field
 from signoff.domain.principals import Principal, Role
 from signoff.domain.text import NoNul
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook, WebhookFormat
-from signoff.errors import NotAllowed
 from signoff.server.bodies import StrictBody
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.store.base import MAX_PAGE
@@ -66,17 +65,13 @@ def _tokens(router: APIRouter) -> None:
     @router.post("/tokens", status_code=201, response_model=TokenCreated, tags=["tokens"])
     async def create_token(body: TokenBody, service: ServiceDep, caller: Caller) -> TokenCreated:
         """Create a token (admins); the token is in this answer only, stored hashed."""
-        if caller.role != "admin":
-            raise NotAllowed("only admins may create tokens")
-        token, record = await service.create_token(body.name, body.role, created_by=caller.name)
+        token, record = await service.create_token(body.name, body.role, principal=caller)
         return TokenCreated.issued(token, record)
 
     @router.get("/tokens", response_model=TokenList, tags=["tokens"])
     async def list_tokens(service: ServiceDep, caller: Caller) -> TokenList:
         """Tokens' ids, names and roles (admins); never the tokens or their hashes."""
-        if caller.role != "admin":
-            raise NotAllowed("only admins may list tokens")
-        records = await service.store.list_tokens()
+        records = await service.list_tokens(caller)
         return TokenList(items=[TokenView.of(t) for t in records])
 
     @router.post("/tokens/{token_id}/revoke", response_model=TokenView, tags=["tokens"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from signoff.domain.grants import Grant
-from signoff.errors import NotAllowed
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.wire import GrantList
 
@@ -19,9 +18,7 @@ def grants_router() -> APIRouter:
     @router.get("/grants", response_model=GrantList)
     async def grants(service: ServiceDep, caller: Caller, live: bool = True) -> GrantList:
         """Standing grants (approvers and admins)."""
-        if caller.role == "agent":
-            raise NotAllowed("agents may not list grants")
-        return GrantList(items=await service.list_grants(live_only=live))
+        return GrantList(items=await service.list_grants(live_only=live, principal=caller))
 
     @router.post("/grants/{grant_id}/revoke", response_model=Grant)
     async def revoke(grant_id: str, service: ServiceDep, caller: Caller) -> Grant:

@@ -16,7 +16,7 @@ from signoff.domain.requests import Request as SignoffRequest
 from signoff.domain.requests import RequestKind, Status
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul
-from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE, check_may_decide
+from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE
 from signoff.server.bodies import StrictBody
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.server.errors import status_of
@@ -198,8 +198,6 @@ def _deciding(router: APIRouter) -> None:
         ``?via=mcp-elicitation&client=NAME`` records that the person answered in an MCP
         client's prompt (as ``signoff mcp-proxy --approver-token`` does).
         """
-        check_may_decide(caller)
-        await service.get(request_id, caller)
         return await service.decide(request_id, body, caller, via=via, client=client)
 
     @router.post("/decisions", response_model=BatchResults)

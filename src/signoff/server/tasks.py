@@ -6,26 +6,20 @@ there); running and resuming need the server's registered agents.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from signoff.domain.principals import Principal
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.text import NoNul, refuse_unstorable
-from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.hosting import HostedAgents
-from signoff.server.deps import API, current_principal, service_of
-from signoff.service import Service
+from signoff.server.deps import API, Caller, ServiceDep
 from signoff.store.base import MAX_PAGE
+from signoff.wire import AgentList, TaskList, TaskView
 
 __all__ = ["task_view", "tasks_router"]
-
-Caller = Annotated[Principal, Depends(current_principal)]
-Tasks = Annotated[Service, Depends(service_of)]
 
 
 class RunBody(BaseModel):
@@ -65,26 +59,13 @@ def _runner(request: Request) -> HostedAgents:
 
 
 def task_view(task: Task, base_url: str = "") -> dict[str, Any]:
-    """The task as the API shows it; a paused one with what it waits on and where to answer."""
-    out: dict[str, Any] = task.model_dump(mode="json", exclude={"messages"})
-    out["task_id"] = task.id
-    if task.status == "Paused" and task.pending:
-        first = task.pending[0]
-        resume = f"{base_url}/api/v1/resume/{first.request_id}"
-        calls = ", ".join(f"{p.tool_name}({json.dumps(p.args)})" for p in task.pending)
-        out.update(
-            request_id=first.request_id,
-            message=f"The agent is waiting for approval of: {calls}",
-            approval_url=f"{resume}?action=approve",
-            rejection_url=f"{resume}?action=reject",
-            tool_calls=[p.model_dump(mode="json") for p in task.pending],
-        )
-    return out
+    """The task as the API shows it, as JSON data (:class:`signoff.wire.TaskView`)."""
+    return TaskView.of(task, base_url).model_dump(mode="json", exclude_unset=True)
 
 
-def _view(task: Task, request: Request) -> dict[str, Any]:
+def _view(task: Task, request: Request) -> TaskView:
     public: str | None = getattr(request.app.state, "public_url", None)
-    return task_view(task, (public or str(request.base_url)).rstrip("/"))
+    return TaskView.of(task, (public or str(request.base_url)).rstrip("/"))
 
 
 def tasks_router() -> APIRouter:
@@ -92,54 +73,58 @@ def tasks_router() -> APIRouter:
     ``/resume/{request_id}``."""
     router = APIRouter(prefix=API)
 
-    @router.get("/agents")
-    async def agents(request: Request, caller: Caller) -> dict[str, Any]:
+    @router.get("/agents", response_model=AgentList)
+    async def agents(request: Request, caller: Caller) -> AgentList:
         """The agents this server hosts."""
         runner: HostedAgents | None = getattr(request.app.state, "tasks", None)
-        return {"items": sorted(runner.agents) if runner is not None else []}
+        return AgentList(items=sorted(runner.agents) if runner is not None else [])
 
-    @router.post("/agents/{name}/runs", status_code=201)
+    @router.post(
+        "/agents/{name}/runs",
+        status_code=201,
+        response_model=TaskView,
+        response_model_exclude_unset=True,
+    )
     async def run(
         name: str,
         body: RunBody,
         request: Request,
         caller: Caller,
-    ) -> dict[str, Any]:
+    ) -> TaskView:
         """Run an agent: Completed with its output, or Paused with what it waits on."""
         task = await _runner(request).run(name, body.prompt, caller, body.session_id)
         return _view(task, request)
 
-    @router.get("/tasks")
+    @router.get("/tasks", response_model=TaskList, response_model_exclude_unset=True)
     async def list_tasks(
         request: Request,
-        service: Tasks,
+        service: ServiceDep,
         caller: Caller,
         status: TaskStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    ) -> dict[str, Any]:
+    ) -> TaskList:
         """Tasks the caller may see (its own; approvers and admins: all), newest first."""
         _runner(request)
         tasks = await service.list_tasks(caller, status=status, limit=limit)
-        return {"items": [_view(t, request) for t in tasks]}
+        return TaskList(items=[_view(t, request) for t in tasks])
 
-    @router.get("/tasks/{task_id}")
+    @router.get("/tasks/{task_id}", response_model=TaskView, response_model_exclude_unset=True)
     async def get_task(
-        task_id: str, request: Request, service: Tasks, caller: Caller
-    ) -> dict[str, Any]:
+        task_id: str, request: Request, service: ServiceDep, caller: Caller
+    ) -> TaskView:
         """A task with its history: messages, tool calls, results, every decision and who."""
         _runner(request)
         return _view(await service.get_task(task_id, caller), request)
 
-    @router.post("/resume/{request_id}")
+    @router.post("/resume/{request_id}", response_model=TaskView, response_model_exclude_unset=True)
     async def resume(
         request_id: str,
         request: Request,
         caller: Caller,
         body: ResumeBody | None = None,
         action: Literal["approve", "reject", "edit"] | None = None,
-    ) -> dict[str, Any]:
+    ) -> TaskView:
         """Approve, edit or reject a paused task's request; 403 for an agent, even its own run."""
-        check_may_decide(caller)
         if body is None:
             if action is None:
                 raise InvalidRequest('action: give {"action": "approve"} or "reject"')

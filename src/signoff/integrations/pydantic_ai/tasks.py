@@ -31,6 +31,7 @@ from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.tasks import HistoryItem, PendingCall, Task
+from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, TaskNotFound
 from signoff.hosting import register_host
 from signoff.integrations.pydantic_ai.gate import (
@@ -256,7 +257,9 @@ class TaskRunner:
 
         Only that request is decided (through :meth:`Service.decide`, as in the inbox); a
         task with other calls still pending stays ``Paused`` until they are decided too.
+        An agent is refused first (NotAllowed), even on its own run, whatever the id.
         """
+        check_may_decide(principal)
         task = await self.service.find_task(request_id, principal)
         if task is None or task.agent not in self.agents:
             raise TaskNotFound(request_id)
