@@ -17,6 +17,9 @@ from signoff.store.sqlite import SQLiteStore
 from signoff.testing import FakeClock
 from tests.serving import Receiver, Server, free_port, run_receiver, start_server
 
+pytest_plugins = ("tests.hooks.hook_people",)
+"""The admin, agent and person tokens of the hook tests (module fixtures on ``server``)."""
+
 BACKENDS = ["memory", "sqlite", "postgres"]
 
 PG_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -21,9 +21,11 @@ __all__ = [
     "HookRun",
     "assert_denied",
     "claude_call",
+    "decide",
     "finish",
     "hook_command",
     "new_token",
+    "pending_listing",
     "reason",
     "requests_of",
     "run_hook",
@@ -210,3 +212,27 @@ def wait_pending(
             raise AssertionError(f"the process ended first: {process.communicate()}")
         time.sleep(0.05)
     raise AssertionError(f"no pending request in session {session!r}")
+
+
+def decide(server: Server, token: str, request_id: str, **decision: Any) -> httpx.Response:
+    """POST a decision on a request as ``token``; the server's answer."""
+    return httpx.post(
+        f"{server.base}{API}/requests/{request_id}/decision",
+        json=decision,
+        headers=bearer(token),
+        timeout=30,
+    )
+
+
+def pending_listing(server: Server, token: str) -> str:
+    """What ``signoff pending`` prints for ``token`` (it must exit 0)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "signoff", "pending", "--server", server.base, "--token", token],
+        capture_output=True,
+        text=True,
+        env=server.env,
+        timeout=60,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    return listed.stdout

@@ -9,10 +9,8 @@ person (and no other session's); and tools.toml ``allow`` / ``deny`` answer with
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -21,9 +19,10 @@ from signoff.server.app import API
 from tests.hooks.hook_process import (
     assert_denied,
     claude_call,
+    decide,
     finish,
     hook_command,
-    new_token,
+    pending_listing,
     reason,
     requests_of,
     run_hook,
@@ -74,36 +73,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield from serve_with_policy(tmp_path_factory.mktemp("same_decision"), POLICY)
 
 
-@pytest.fixture(scope="module")
-def admin(server: Server) -> str:
-    """The server's admin token."""
-    assert server.admin_token is not None
-    return server.admin_token
-
-
-@pytest.fixture(scope="module")
-def agent(server: Server) -> str:
-    """The coding agent's token."""
-    return new_token(server, "coder", "agent")[0]
-
-
-@pytest.fixture(scope="module")
-def person(server: Server) -> str:
-    """An approver's token."""
-    return new_token(server, "alice", "approver")[0]
-
-
-def decide(server: Server, token: str, request_id: str, **decision: Any) -> None:
-    """A person's decision through the API."""
-    response = httpx.post(
-        f"{server.base}{API}/requests/{request_id}/decision",
-        json=decision,
-        headers=bearer(token),
-        timeout=30,
-    )
-    assert response.status_code == 200, response.text
-
-
 def request_page_text(server: Server, admin: str, request_id: str) -> tuple[str, str]:
     """The web inbox's page for one request as real Chromium renders it: the request's card
     and, in it, the diff preview's table."""
@@ -144,18 +113,11 @@ def test_a_hook_request_is_the_same_request_everywhere(
     assert filed["preview"]["path"] == WRITE["file_path"]
     assert "+LIMIT = 100" in filed["preview"]["diff"]
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "signoff", "pending", "--server", server.base, "--token", person],
-        capture_output=True,
-        text=True,
-        env=server.env,
-        timeout=60,
-        check=False,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert filed["id"] in listed.stdout and "Write" in listed.stdout
+    listed = pending_listing(server, person)
+    assert filed["id"] in listed and "Write" in listed
 
-    decide(server, person, filed["id"], type="reject", reason="use the config file")
+    rejected = decide(server, person, filed["id"], type="reject", reason="use the config file")
+    assert rejected.status_code == 200, rejected.text
     run = finish(started)
     assert_denied("claude-code", run, 0)
     assert "use the config file" in reason("claude-code", run.body)
@@ -191,7 +153,8 @@ def test_the_web_inbox_shows_a_hook_request(
     ):
         assert text in shown, f"{text!r} not in:\n{shown}"
     assert "+++ b/home/dev/acme/src/rate_limit.py" in diff and "+\tLIMIT = 100" in diff, diff
-    decide(server, person, filed["id"], type="reject")
+    rejected = decide(server, person, filed["id"], type="reject")
+    assert rejected.status_code == 200, rejected.text
     assert_denied("claude-code", finish(started), 0)
 
 
@@ -205,13 +168,9 @@ def test_a_session_approval_lets_the_same_session_pass_and_no_other(
     started = start_hook(
         hook_command("claude-code", server, agent, "--timeout", "120"), first, server.env
     )
-    decide(
-        server,
-        person,
-        wait_pending(server, admin, "granted", started)["id"],
-        type="approve",
-        scope="session",
-    )
+    filed = wait_pending(server, admin, "granted", started)
+    approved = decide(server, person, filed["id"], type="approve", scope="session")
+    assert approved.status_code == 200, approved.text
     run = finish(started)
     assert run.code == 0 and verdict("claude-code", run.body) == "allow", run
 

@@ -27,9 +27,11 @@ from signoff.server.app import API
 from tests.hooks.hook_process import (
     assert_denied,
     claude_call,
+    decide,
     finish,
     hook_command,
     new_token,
+    pending_listing,
     reason,
     requests_of,
     run_hook,
@@ -60,38 +62,9 @@ def _no_hook_left_running() -> Iterator[None]:
     stop_leftovers()
 
 
-@pytest.fixture(scope="module")
-def admin(server: Server) -> str:
-    """The server's admin token (sees every request, decides as a person)."""
-    assert server.admin_token is not None
-    return server.admin_token
-
-
-@pytest.fixture(scope="module")
-def agent(server: Server) -> str:
-    """An agent token, as ``signoff hook install`` would set up."""
-    return new_token(server, "coder", "agent")[0]
-
-
-@pytest.fixture(scope="module")
-def person(server: Server) -> str:
-    """An approver's token."""
-    return new_token(server, "alice", "approver")[0]
-
-
 def hook(server: Server, token: str, *extra: str, agent: str = "claude-code") -> list[str]:
     """The hook command with a short wait: nobody decides in most of these tests."""
     return hook_command(agent, server, token, "--timeout", "1", *extra)
-
-
-def decide(server: Server, token: str, request_id: str, **decision: Any) -> httpx.Response:
-    """POST a decision as ``token``."""
-    return httpx.post(
-        f"{server.base}{API}/requests/{request_id}/decision",
-        json=decision,
-        headers=bearer(token),
-        timeout=30,
-    )
 
 
 def status_of(server: Server, token: str, request_id: str) -> str:
@@ -311,18 +284,10 @@ def test_control_characters_in_a_tool_name_are_filed_as_data_and_shown_escaped(
     filed = wait_pending(server, admin, "escapes", started)
     assert filed["tool_name"] == tool
 
-    listed = subprocess.run(
-        [sys.executable, "-m", "signoff", "pending", "--server", server.base, "--token", person],
-        capture_output=True,
-        text=True,
-        env=server.env,
-        timeout=60,
-        check=False,
-    )
-    assert listed.returncode == 0, listed.stderr
-    assert filed["id"] in listed.stdout
-    assert "rm\\x1b[2K\\x0dls\\u202etxt" in listed.stdout
-    assert "\x1b" not in listed.stdout and "\u202e" not in listed.stdout
+    listed = pending_listing(server, person)
+    assert filed["id"] in listed
+    assert "rm\\x1b[2K\\x0dls\\u202etxt" in listed
+    assert "\x1b" not in listed and "\u202e" not in listed
 
     assert decide(server, person, filed["id"], type="reject", reason="not today").status_code == 200
     run = finish(started)
