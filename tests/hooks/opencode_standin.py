@@ -17,7 +17,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.serving import Server, bearer, free_port
+from tests.serving import Server, agent_token, bearer, free_port, start_server
 
 SIGNOFF = str(Path(sys.executable).with_name("signoff"))
 
@@ -190,6 +190,15 @@ class OpenCodeStandIn:
                 Route("/permission/{permission_id}/reply", reply, methods=["POST"]),
             ]
         return Starlette(routes=[Route("/event", events), *routes])
+
+
+def serve_signoff(home: Path) -> Iterator[tuple[Server, str]]:
+    """A real ``signoff serve`` on a SQLite file in ``home`` and an agent token on it, for a
+    module fixture to yield from; the server is stopped when the fixture ends."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "COLUMNS": "200"}
+    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
+    yield running, agent_token(running, "opencode")
+    running.stop()
 
 
 @contextlib.asynccontextmanager

@@ -22,6 +22,7 @@ from tests.hooks.opencode_standin import (
     permission,
     run_bridge,
     run_standin,
+    serve_signoff,
     settled,
     unique,
 )
@@ -31,11 +32,7 @@ from tests.serving import Server, agent_token, free_port, start_server
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """One signoff server for the module, and an agent token on it."""
-    home = tmp_path_factory.mktemp("opencode")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "COLUMNS": "200"}
-    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
-    yield running, agent_token(running, "opencode")
-    running.stop()
+    yield from serve_signoff(tmp_path_factory.mktemp("opencode"))
 
 
 @pytest.fixture

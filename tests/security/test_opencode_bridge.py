@@ -8,7 +8,6 @@ never approved and never left approvable; and the bridge keeps answering afterwa
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -20,20 +19,17 @@ from tests.hooks.opencode_standin import (
     permission,
     run_bridge,
     run_standin,
+    serve_signoff,
     settled,
     unique,
 )
-from tests.serving import Server, agent_token, free_port, start_server
+from tests.serving import Server
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """One signoff server for the module, and an agent token on it."""
-    home = tmp_path_factory.mktemp("opencode_attacks")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "COLUMNS": "200"}
-    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
-    yield running, agent_token(running, "opencode")
-    running.stop()
+    yield from serve_signoff(tmp_path_factory.mktemp("opencode_attacks"))
 
 
 @pytest.fixture
