@@ -67,154 +67,150 @@ _UNIVERSAL = {  # fields every Claude Code / Codex hook reply may carry
     "systemMessage": {"type": "string"},
 }
 
-CLAUDE_PRE_TOOL_USE: dict[str, Any] = {
+_CODEX_UNIVERSAL = {  # Codex fails the hook open on continue:false, stopReason, suppressOutput
+    "continue": {"const": True},
+    "systemMessage": {"type": "string"},
+}
+
+
+def _reply_schema(
+    top: dict[str, Any],
+    event: str,
+    properties: dict[str, Any],
+    *,
+    required: tuple[str, ...] = (),
+    output_required: bool = False,
+    **rules: Any,
+) -> dict[str, Any]:
+    """A Claude Code / Codex hook reply: the ``top`` fields and a ``hookSpecificOutput`` for
+    ``event`` with ``properties`` (and ``required`` ones, and further schema ``rules``), no
+    other field anywhere; ``output_required``: the reply must carry a hookSpecificOutput."""
+    output = {
+        "type": "object",
+        "required": ["hookEventName", *required],
+        "properties": {"hookEventName": {"const": event}, **properties},
+        "additionalProperties": False,
+        **rules,
+    }
+    schema: dict[str, Any] = {"type": "object", "properties": {**top, "hookSpecificOutput": output}}
+    if output_required:
+        schema["required"] = ["hookSpecificOutput"]
+    schema["additionalProperties"] = False
+    return schema
+
+
+CLAUDE_PRE_TOOL_USE = _reply_schema(
     # code.claude.com/docs/en/hooks, "PreToolUse decision control"
-    "type": "object",
-    "properties": {
-        **_UNIVERSAL,
-        "hookSpecificOutput": {
-            "type": "object",
-            "required": ["hookEventName", "permissionDecision"],
-            "properties": {
-                "hookEventName": {"const": "PreToolUse"},
-                "permissionDecision": {"enum": ["allow", "deny", "ask", "defer"]},
-                "permissionDecisionReason": {"type": "string"},
-                "updatedInput": {"type": "object"},
-                "additionalContext": {"type": "string"},
-            },
-            "additionalProperties": False,
-        },
+    _UNIVERSAL,
+    "PreToolUse",
+    {
+        "permissionDecision": {"enum": ["allow", "deny", "ask", "defer"]},
+        "permissionDecisionReason": {"type": "string"},
+        "updatedInput": {"type": "object"},
+        "additionalContext": {"type": "string"},
     },
-    "required": ["hookSpecificOutput"],
-    "additionalProperties": False,
-}
+    required=("permissionDecision",),
+    output_required=True,
+)
 
-CLAUDE_PERMISSION_REQUEST: dict[str, Any] = {
+CLAUDE_PERMISSION_REQUEST = _reply_schema(
     # code.claude.com/docs/en/hooks, "PermissionRequest decision control"
-    "type": "object",
-    "properties": {
-        **_UNIVERSAL,
-        "hookSpecificOutput": {
+    _UNIVERSAL,
+    "PermissionRequest",
+    {
+        "decision": {
             "type": "object",
-            "required": ["hookEventName", "decision"],
+            "required": ["behavior"],
             "properties": {
-                "hookEventName": {"const": "PermissionRequest"},
-                "decision": {
-                    "type": "object",
-                    "required": ["behavior"],
-                    "properties": {
-                        "behavior": {"enum": ["allow", "deny"]},
-                        "updatedInput": {"type": "object"},
-                        "updatedPermissions": {"type": "array"},
-                        "message": {"type": "string"},
-                        "interrupt": {"type": "boolean"},
-                    },
-                    "additionalProperties": False,
-                    # updatedInput only with allow, message only with deny
-                    "allOf": [
-                        {
-                            "if": {"required": ["updatedInput"]},
-                            "then": {"properties": {"behavior": {"const": "allow"}}},
-                        },
-                        {
-                            "if": {"required": ["message"]},
-                            "then": {"properties": {"behavior": {"const": "deny"}}},
-                        },
-                    ],
-                },
-            },
-            "additionalProperties": False,
-        },
-    },
-    "required": ["hookSpecificOutput"],
-    "additionalProperties": False,
-}
-
-_NON_BLANK = {"type": "string", "pattern": r"\S"}
-
-CODEX_PRE_TOOL_USE: dict[str, Any] = {
-    # openai/codex codex-rs/hooks/schema/generated/pre-tool-use.command.output.schema.json,
-    # narrowed by what codex-rs/hooks/src/engine/output_parser.rs accepts: "allow" only with
-    # updatedInput, updatedInput only with "allow", "deny" only with a non-blank reason, no
-    # "ask", and no continue:false / stopReason / suppressOutput (each fails the hook open)
-    "type": "object",
-    "properties": {
-        "continue": {"const": True},
-        "systemMessage": {"type": "string"},
-        "hookSpecificOutput": {
-            "type": "object",
-            "required": ["hookEventName"],
-            "properties": {
-                "hookEventName": {"const": "PreToolUse"},
-                "permissionDecision": {"enum": ["allow", "deny"]},
-                "permissionDecisionReason": {"type": "string"},
+                "behavior": {"enum": ["allow", "deny"]},
                 "updatedInput": {"type": "object"},
-                "additionalContext": {"type": "string"},
+                "updatedPermissions": {"type": "array"},
+                "message": {"type": "string"},
+                "interrupt": {"type": "boolean"},
             },
             "additionalProperties": False,
+            # updatedInput only with allow, message only with deny
             "allOf": [
                 {
-                    "if": {
-                        "properties": {"permissionDecision": {"const": "allow"}},
-                        "required": ["permissionDecision"],
-                    },
-                    "then": {"required": ["updatedInput"]},
-                },
-                {
                     "if": {"required": ["updatedInput"]},
-                    "then": {
-                        "properties": {"permissionDecision": {"const": "allow"}},
-                        "required": ["permissionDecision"],
-                    },
+                    "then": {"properties": {"behavior": {"const": "allow"}}},
                 },
                 {
-                    "if": {
-                        "properties": {"permissionDecision": {"const": "deny"}},
-                        "required": ["permissionDecision"],
-                    },
-                    "then": {
-                        "properties": {"permissionDecisionReason": _NON_BLANK},
-                        "required": ["permissionDecisionReason"],
-                    },
-                },
-                {
-                    "if": {"required": ["permissionDecisionReason"]},
-                    "then": {"required": ["permissionDecision"]},
+                    "if": {"required": ["message"]},
+                    "then": {"properties": {"behavior": {"const": "deny"}}},
                 },
             ],
         },
     },
-    "additionalProperties": False,
-}
+    required=("decision",),
+    output_required=True,
+)
 
-CODEX_PERMISSION_REQUEST: dict[str, Any] = {
+_NON_BLANK = {"type": "string", "pattern": r"\S"}
+
+CODEX_PRE_TOOL_USE = _reply_schema(
+    # openai/codex codex-rs/hooks/schema/generated/pre-tool-use.command.output.schema.json,
+    # narrowed by what codex-rs/hooks/src/engine/output_parser.rs accepts: "allow" only with
+    # updatedInput, updatedInput only with "allow", "deny" only with a non-blank reason, no
+    # "ask", and no continue:false / stopReason / suppressOutput (each fails the hook open)
+    _CODEX_UNIVERSAL,
+    "PreToolUse",
+    {
+        "permissionDecision": {"enum": ["allow", "deny"]},
+        "permissionDecisionReason": {"type": "string"},
+        "updatedInput": {"type": "object"},
+        "additionalContext": {"type": "string"},
+    },
+    allOf=[
+        {
+            "if": {
+                "properties": {"permissionDecision": {"const": "allow"}},
+                "required": ["permissionDecision"],
+            },
+            "then": {"required": ["updatedInput"]},
+        },
+        {
+            "if": {"required": ["updatedInput"]},
+            "then": {
+                "properties": {"permissionDecision": {"const": "allow"}},
+                "required": ["permissionDecision"],
+            },
+        },
+        {
+            "if": {
+                "properties": {"permissionDecision": {"const": "deny"}},
+                "required": ["permissionDecision"],
+            },
+            "then": {
+                "properties": {"permissionDecisionReason": _NON_BLANK},
+                "required": ["permissionDecisionReason"],
+            },
+        },
+        {
+            "if": {"required": ["permissionDecisionReason"]},
+            "then": {"required": ["permissionDecision"]},
+        },
+    ],
+)
+
+CODEX_PERMISSION_REQUEST = _reply_schema(
     # openai/codex .../permission-request.command.output.schema.json; output_parser.rs fails
     # closed on updatedInput, updatedPermissions and interrupt:true, so none may appear
-    "type": "object",
-    "properties": {
-        "continue": {"const": True},
-        "systemMessage": {"type": "string"},
-        "hookSpecificOutput": {
+    _CODEX_UNIVERSAL,
+    "PermissionRequest",
+    {
+        "decision": {
             "type": "object",
-            "required": ["hookEventName"],
+            "required": ["behavior"],
             "properties": {
-                "hookEventName": {"const": "PermissionRequest"},
-                "decision": {
-                    "type": "object",
-                    "required": ["behavior"],
-                    "properties": {
-                        "behavior": {"enum": ["allow", "deny"]},
-                        "message": {"type": "string"},
-                        "interrupt": {"const": False},
-                    },
-                    "additionalProperties": False,
-                },
+                "behavior": {"enum": ["allow", "deny"]},
+                "message": {"type": "string"},
+                "interrupt": {"const": False},
             },
             "additionalProperties": False,
         },
     },
-    "additionalProperties": False,
-}
+)
 
 
 def _cursor_schema(*, edits: bool) -> dict[str, Any]:
