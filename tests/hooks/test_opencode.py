@@ -186,22 +186,31 @@ async def test_reconnects_after_opencode_restarts(
             assert (await restarted.reply_to(fresh))["reply"] == "once"
 
 
-async def test_wrong_opencode_password_stops_with_a_message(
-    shared: tuple[Server, str], standin: OpenCodeStandIn
-) -> None:
-    """OpenCode refusing the password ends the bridge with one line saying what to check."""
-    server, token = shared
-    env = {**server.env, "SIGNOFF_TOKEN": token, "OPENCODE_SERVER_PASSWORD": "wrong"}
+async def bridge_that_stops(
+    standin: OpenCodeStandIn, server: Server, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """Run ``signoff bridge opencode`` against ``standin`` with ``env`` added to the server's
+    environment, to its end; it must end with a failure (not 0, not killed by the timeout)."""
     done = await asyncio.to_thread(
         subprocess.run,
         [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base],
         capture_output=True,
         text=True,
-        env=env,
+        env={**server.env, **env},
         timeout=60,
         check=False,
     )
     assert done.returncode not in (0, None)
+    return done
+
+
+async def test_wrong_opencode_password_stops_with_a_message(
+    shared: tuple[Server, str], standin: OpenCodeStandIn
+) -> None:
+    """OpenCode refusing the password ends the bridge with one line saying what to check."""
+    server, token = shared
+    env = {"SIGNOFF_TOKEN": token, "OPENCODE_SERVER_PASSWORD": "wrong"}
+    done = await bridge_that_stops(standin, server, env)
     assert "OPENCODE_SERVER_PASSWORD" in done.stderr and "Traceback" not in done.stderr
 
 
@@ -256,16 +265,7 @@ async def test_a_token_signoff_refuses_stops_the_bridge(
 ) -> None:
     """A wrong signoff token ends the bridge at start instead of rejecting every call."""
     server, _ = shared
-    env = {**server.env, "SIGNOFF_TOKEN": "so_not_a_token", "OPENCODE_SERVER_PASSWORD": "hunter2"}
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [SIGNOFF, "bridge", "opencode", "--url", standin.url, "--server", server.base],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode not in (0, None)
+    env = {"SIGNOFF_TOKEN": "so_not_a_token", "OPENCODE_SERVER_PASSWORD": "hunter2"}
+    done = await bridge_that_stops(standin, server, env)
     assert "signoff refused the token" in done.stderr and "Traceback" not in done.stderr
     assert not standin.followed.is_set()
