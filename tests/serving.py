@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -103,6 +105,23 @@ def agent_token(server: Server, name: str = "bot") -> str:
 def bearer(token: str) -> dict[str, str]:
     """An Authorization header."""
     return {"Authorization": f"Bearer {token}"}
+
+
+def serve_for_module(home: Path) -> Iterator[Server]:
+    """Yield a ``signoff serve`` on its own SQLite file in ``home`` (also its
+    ``XDG_CONFIG_HOME``), for a module fixture; stopped at the end unless a test stopped it."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home)}
+    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
+    yield running
+    if running.process.poll() is None:
+        running.stop()
+
+
+@contextlib.asynccontextmanager
+async def api_as(server: Server, token: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on the server's base URL that sends ``token``."""
+    async with httpx.AsyncClient(base_url=server.base, headers=bearer(token), timeout=30) as client:
+        yield client
 
 
 @dataclass

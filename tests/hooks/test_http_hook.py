@@ -21,7 +21,15 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import (
+    Server,
+    agent_token,
+    api_as,
+    bearer,
+    free_port,
+    serve_for_module,
+    start_server,
+)
 
 API = "/api/v1"
 HOOK = f"{API}/hooks/claude-code"
@@ -31,12 +39,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One ``signoff serve`` for the module (each test uses its own session)."""
-    home = tmp_path_factory.mktemp("http-hook")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home)}
-    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
-    yield running
-    if running.process.poll() is None:
-        running.stop()
+    yield from serve_for_module(tmp_path_factory.mktemp("http-hook"))
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +58,7 @@ def tokens(served: Server) -> dict[str, str]:
 @pytest.fixture
 async def admin(served: Server, tokens: dict[str, str]) -> AsyncIterator[httpx.AsyncClient]:
     """The server's API as the admin: the person deciding, and a view of every request."""
-    async with httpx.AsyncClient(
-        base_url=served.base, headers=bearer(tokens["admin"]), timeout=30
-    ) as client:
+    async with api_as(served, tokens["admin"]) as client:
         yield client
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -26,7 +25,12 @@ pytest.importorskip("mcp", reason="needs the MCP SDK: pip install 'signoff[mcp]'
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import (
+    Server,
+    agent_token,
+    api_as,
+    serve_for_module,
+)
 
 API = "/api/v1"
 PROMPT = "approval_prompt"
@@ -37,12 +41,7 @@ CALL: dict[str, Any] = {"tool_name": "Bash", "input": INPUT}
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One ``signoff serve`` for the module; each test files under its own session."""
-    home = tmp_path_factory.mktemp("permission-prompt")
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home)}
-    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env)
-    yield running
-    if running.process.poll() is None:
-        running.stop()
+    yield from serve_for_module(tmp_path_factory.mktemp("permission-prompt"))
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +54,7 @@ def token(served: Server) -> str:
 async def admin(served: Server) -> AsyncIterator[httpx.AsyncClient]:
     """The server's API as the admin: the person deciding."""
     assert served.admin_token is not None
-    async with httpx.AsyncClient(
-        base_url=served.base, headers=bearer(served.admin_token), timeout=30
-    ) as client:
+    async with api_as(served, served.admin_token) as client:
         yield client
 
 
