@@ -99,6 +99,18 @@ def _reply_schema(
     return schema
 
 
+def _decision_schema(properties: dict[str, Any], **rules: Any) -> dict[str, Any]:
+    """A PermissionRequest reply's ``decision``: a ``behavior`` (allow or deny) and
+    ``properties`` (with further schema ``rules``), no other field."""
+    return {
+        "type": "object",
+        "required": ["behavior"],
+        "properties": {"behavior": {"enum": ["allow", "deny"]}, **properties},
+        "additionalProperties": False,
+        **rules,
+    }
+
+
 CLAUDE_PRE_TOOL_USE = _reply_schema(
     # code.claude.com/docs/en/hooks, "PreToolUse decision control"
     _UNIVERSAL,
@@ -118,19 +130,15 @@ CLAUDE_PERMISSION_REQUEST = _reply_schema(
     _UNIVERSAL,
     "PermissionRequest",
     {
-        "decision": {
-            "type": "object",
-            "required": ["behavior"],
-            "properties": {
-                "behavior": {"enum": ["allow", "deny"]},
+        "decision": _decision_schema(
+            {
                 "updatedInput": {"type": "object"},
                 "updatedPermissions": {"type": "array"},
                 "message": {"type": "string"},
                 "interrupt": {"type": "boolean"},
             },
-            "additionalProperties": False,
             # updatedInput only with allow, message only with deny
-            "allOf": [
+            allOf=[
                 {
                     "if": {"required": ["updatedInput"]},
                     "then": {"properties": {"behavior": {"const": "allow"}}},
@@ -140,7 +148,7 @@ CLAUDE_PERMISSION_REQUEST = _reply_schema(
                     "then": {"properties": {"behavior": {"const": "deny"}}},
                 },
             ],
-        },
+        ),
     },
     required=("decision",),
     output_required=True,
@@ -199,16 +207,9 @@ CODEX_PERMISSION_REQUEST = _reply_schema(
     _CODEX_UNIVERSAL,
     "PermissionRequest",
     {
-        "decision": {
-            "type": "object",
-            "required": ["behavior"],
-            "properties": {
-                "behavior": {"enum": ["allow", "deny"]},
-                "message": {"type": "string"},
-                "interrupt": {"const": False},
-            },
-            "additionalProperties": False,
-        },
+        "decision": _decision_schema(
+            {"message": {"type": "string"}, "interrupt": {"const": False}}
+        ),
     },
 )
 
