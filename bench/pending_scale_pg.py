@@ -29,23 +29,11 @@ from pending_scale import STATUSES, T0, TARGET, TARGET_PENDING, row
 
 from signoff.store.base import RequestQuery, to_micros
 from signoff.store.postgres import PostgresStore
+from signoff.store.tables import REQUESTS
 
-# The requests table's columns in migration order (src/signoff/store/postgres_migrations.py),
-# which is also the order of pending_scale.row's tuples.
-COLUMNS = (
-    "id",
-    "kind",
-    "status",
-    "session_id",
-    "tool_name",
-    "tool_call_id",
-    "requested_by",
-    "idempotency_key",
-    "created_us",
-    "expires_us",
-    "version",
-    "data",
-)
+# The requests table's columns, as the store writes them (also the order of
+# pending_scale.row's tuples).
+COLUMNS = REQUESTS.columns
 BATCH = 100_000
 
 
