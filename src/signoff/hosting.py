@@ -11,19 +11,30 @@ server imports no agent framework until agents are hosted.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import JsonValue
 
 from signoff.domain.principals import Principal
-from signoff.domain.tasks import Task
+from signoff.domain.tasks import Task, TaskEvent
 from signoff.service import Service
 
-__all__ = ["BUILT_IN", "Action", "HostFactory", "HostedAgents", "host_agents", "register_host"]
+__all__ = [
+    "BUILT_IN",
+    "Action",
+    "FollowUntil",
+    "HostFactory",
+    "HostedAgents",
+    "host_agents",
+    "register_host",
+]
 
 Action = Literal["approve", "reject", "edit"]
 """What ``POST /tasks/{id}/resume/{request_id}`` does with the request it names."""
+
+FollowUntil = Literal["run", "rest"]
+"""How long :meth:`HostedAgents.follow` follows: to the end of one run, or of the task."""
 
 BUILT_IN = "signoff.integrations.pydantic_ai.tasks"
 """The module that registers the built-in host (pydantic-ai agents) when imported."""
@@ -66,6 +77,47 @@ class HostedAgents(Protocol):
     ) -> Task:
         """Decide one of a paused task's requests and return the task's next state
         (NotAllowed for an agent, first: who may decide is checked here, not by the route)."""
+        ...
+
+    async def begin(
+        self,
+        agent_name: str,
+        prompt: str,
+        principal: Principal,
+        *,
+        session_id: str | None = None,
+        task_id: str | None = None,
+        run_id: str | None = None,
+    ) -> Task:
+        """Create the task (id ``task_id`` when the client names its thread, else a new one)
+        and start its first run in the background; returns it as created (Running).
+
+        A ``task_id`` already taken is InvalidTransition (409), nothing started."""
+        ...
+
+    async def follow_up(
+        self, task_id: str, prompt: str, principal: Principal, *, run_id: str | None = None
+    ) -> Task:
+        """Continue a Completed task with a new message, keeping its history, in the
+        background (Completed -> Running; InvalidTransition 409 for any other status; only
+        its user, TaskNotFound for whoever may not see it, NotAllowed for other readers)."""
+        ...
+
+    def last_event_id(self, task: Task) -> str | None:
+        """The id of the task's newest event (stored or live), None when it has none."""
+        ...
+
+    def follow(
+        self, task: Task, after: str | None, *, until: FollowUntil
+    ) -> AsyncIterator[TaskEvent]:
+        """Every event of ``task`` after id ``after`` (None: from the first), stored ones then
+        live ones, in order, none twice.
+
+        ``until="run"``: stop after the first RUN_FINISHED/RUN_ERROR sent. ``until="rest"``:
+        stop once the task is Completed/Failed/Canceled and all its events were sent; a
+        Paused task is followed until it goes on. On a server that is not running the task
+        it sees stored events only, checking the task about once a second. A malformed
+        ``after`` is InvalidRequest, raised by this call itself (not by the first step)."""
         ...
 
 

@@ -297,7 +297,7 @@ class TaskView(_Answer):
     @classmethod
     def of(cls, task: Task, base_url: str = "") -> TaskView:
         """The view of ``task``; links to resume it start with ``base_url`` (the server's)."""
-        fields = task.model_dump(exclude={"messages"})
+        fields = task.model_dump(exclude={"messages", "events"})
         if task.status != "Paused" or not task.pending:
             return cls(**fields, task_id=task.id)
         first = task.pending[0]

@@ -3,10 +3,14 @@
 A task is created ``Running``. A run that needs people ends ``Paused`` with its pending
 tool calls (each with its own request) and its message history stored; once every one of
 those requests is decided the task runs again. It ends ``Completed`` (with the output),
-``Failed`` (with the reason) or ``Canceled`` (a person rejected it)::
+``Failed`` (with the reason) or ``Canceled``; a person's follow-up message runs a
+``Completed`` task again, with its history::
 
-    Running ──> Paused ──> Running ──> ... ──> Completed | Failed
+    Running ──> Paused ──> Running ──> ... ──> Completed ──> Running ...
        └──────────┴──> Canceled | Failed
+
+Each run segment (from Running to where it stops) leaves AG-UI events on the task
+(:class:`TaskEvent`), stored in the same save that ends the segment.
 
 Like requests, tasks are immutable records with a version; a change is stored only if the
 stored version is still the old one, so two resumers of one pause get one winner.
@@ -14,6 +18,7 @@ stored version is still the old one, so two resumers of one pause get one winner
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import datetime
 from typing import Literal, TypeAlias
@@ -21,6 +26,7 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from signoff.domain.principals import DECIDER_ROLES, Principal
+from signoff.errors import InvalidRequest
 
 __all__ = [
     "TASK_TERMINAL",
@@ -28,9 +34,12 @@ __all__ = [
     "HistoryItem",
     "PendingCall",
     "Task",
+    "TaskEvent",
     "TaskStatus",
+    "event_id",
     "may_see_task",
     "new_task_id",
+    "parse_event_id",
 ]
 
 TaskStatus: TypeAlias = Literal["Running", "Paused", "Completed", "Failed", "Canceled"]
@@ -38,13 +47,16 @@ TaskStatus: TypeAlias = Literal["Running", "Paused", "Completed", "Failed", "Can
 TASK_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     "Running": frozenset({"Paused", "Completed", "Failed", "Canceled"}),
     "Paused": frozenset({"Running", "Canceled", "Failed"}),
-    "Completed": frozenset(),
+    "Completed": frozenset({"Running"}),
     "Failed": frozenset(),
     "Canceled": frozenset(),
 }
-"""Every legal change of a task's status."""
+"""Every legal change of a task's status (Completed -> Running only by a follow-up)."""
 
-TASK_TERMINAL: frozenset[TaskStatus] = frozenset(s for s, n in TASK_TRANSITIONS.items() if not n)
+TASK_TERMINAL: frozenset[TaskStatus] = frozenset({"Completed", "Failed", "Canceled"})
+"""Where a task's runs end: nothing runs it again unless a person follows up a Completed one."""
+
+_EVENT_ID = re.compile(r"(0|[1-9][0-9]{0,17})-(0|[1-9][0-9]{0,17})")
 
 
 def new_task_id() -> str:
@@ -54,6 +66,29 @@ def new_task_id() -> str:
 
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def event_id(segment: int, index: int) -> str:
+    """The id of the ``index``-th event of the run segment begun at task version ``segment``."""
+    return f"{segment}-{index}"
+
+
+def parse_event_id(text: str) -> tuple[int, int]:
+    """An event id ``K-N`` as the pair it is ordered by; InvalidRequest on anything else."""
+    found = _EVENT_ID.fullmatch(text)
+    if found is None:
+        raise InvalidRequest(f"an event id is two decimal numbers, K-N; got {text[:40]!r}")
+    return int(found[1]), int(found[2])
+
+
+class TaskEvent(_Model):
+    """One AG-UI event of a task, with the id a reader resumes after."""
+
+    id: str
+    """``K-N``: K the task version that began its run segment, N its index there; ordered
+    by (K, N) numerically and never reused, even after a crash."""
+    data: dict[str, JsonValue]
+    """The AG-UI event as JSON (camelCase, optional fields left out)."""
 
 
 class PendingCall(_Model):
@@ -127,6 +162,8 @@ class Task(_Model):
     """The agent's output once Completed."""
     error: str | None = None
     """Why it Failed or was Canceled."""
+    events: tuple[TaskEvent, ...] = ()
+    """Its AG-UI events, oldest first, up to the end of its last finished run segment."""
 
     @property
     def request_ids(self) -> tuple[str, ...]:
