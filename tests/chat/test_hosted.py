@@ -1,0 +1,97 @@
+"""The hosted demo chat agent: a real TaskRunner runs it over a real service, no API key."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip(
+    "pydantic_ai", reason="needs the pydantic-ai extra: pip install 'signoff[pydantic-ai]'"
+)
+
+from pydantic_ai import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
+
+from signoff.bus.local import LocalBus
+from signoff.chat.hosted import ENV_WORKSPACE, build_hosted_agent
+from signoff.domain.policies import Policy
+from signoff.integrations.pydantic_ai.tasks import TaskRunner
+from signoff.service import Service
+from signoff.store.memory import MemoryStore
+from signoff.testing import APPROVER
+
+POLICY = Policy.from_toml('[tools]\nneed_approval = ["write_file", "shell"]\n')
+
+
+@pytest.fixture
+async def runner(tmp_path: Path) -> AsyncIterator[TaskRunner]:
+    """A started TaskRunner hosting the demo chat agent as "demo", tools in tmp_path."""
+    service = Service(MemoryStore(), bus=LocalBus(), policy=POLICY, read_file=None)
+    await service.open()
+    hosted = TaskRunner(service, {"demo": build_hosted_agent(tmp_path)})
+    await hosted.start()
+    yield hosted
+    await hosted.stop()
+    await service.close()
+
+
+def test_the_module_agent_works_in_signoff_workspace(tmp_path: Path) -> None:
+    """`signoff.chat.hosted:agent` writes in $SIGNOFF_WORKSPACE, read when it is imported."""
+    script = (
+        "import asyncio\n"
+        "from signoff.chat.hosted import WORKSPACE, agent\n"
+        "print(WORKSPACE)\n"
+        "print(asyncio.run(agent.run('create a.md saying x')).output)\n"
+    )
+    env = {**os.environ, ENV_WORKSPACE: str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path.parent,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.splitlines()[0] == str(tmp_path.resolve())
+    assert (tmp_path / "a.md").read_text() == "x\n"
+
+
+async def test_the_reply_streams_word_by_word(tmp_path: Path) -> None:
+    """The demo's text reply arrives as several deltas, so a chat shows it as it comes."""
+    deltas: list[str] = []
+    async with build_hosted_agent(tmp_path).run_stream_events("hello there") as events:
+        async for event in events:
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                deltas.append(event.part.content)
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                deltas.append(event.delta.content_delta)
+    assert len(deltas) > 5
+    assert "".join(deltas).startswith("I am signoff's demo model: a script, not an LLM.")
+
+
+async def test_parallel_writes_pause_together_and_the_summary_quotes_the_reason(
+    runner: TaskRunner, tmp_path: Path
+) -> None:
+    """Two writes in one turn wait together; one approved runs, the other's reason is quoted."""
+    prompt = "create a.md saying x and create b.md saying y"
+    paused = await runner.run("demo", prompt, APPROVER)
+    assert paused.status == "Paused"
+    assert [(p.tool_name, p.args) for p in paused.pending] == [
+        ("write_file", {"path": "a.md", "content": "x\n"}),
+        ("write_file", {"path": "b.md", "content": "y\n"}),
+    ]
+    first, second = (p.request_id for p in paused.pending)
+    still = await runner.resume(first, "approve", APPROVER)
+    assert still.status == "Paused" and not (tmp_path / "a.md").exists()
+    done = await runner.resume(second, "reject", APPROVER, reason="b.md is not needed")
+    assert done.status == "Completed", done.error
+    assert (tmp_path / "a.md").read_text() == "x\n" and not (tmp_path / "b.md").exists()
+    summary = done.output
+    assert isinstance(summary, str)
+    assert "- write_file: wrote 2 characters to a.md" in summary
+    assert "write_file was not run:" in summary and "b.md is not needed" in summary
