@@ -1,8 +1,11 @@
-"""``signoff demo``: the server, a scripted agent filing requests in queue mode, and a worker.
+"""``signoff demo``: the server, a chat waiting for approval, a queue-mode agent and a worker.
 
-A new user sees a live inbox within seconds: a file edit with a diff, shell commands, a
-choice and questions, each waiting for them. Nothing runs until they approve it, and then
-only inside the demo's own workspace directory.
+A new user's first link opens a conversation with the hosted demo chat agent
+(:mod:`signoff.chat.hosted`, named ``demo``), already paused on a file it asks to write,
+with the approval box inline. Behind it the inbox fills within seconds: a scripted agent
+files a file edit with a diff, shell commands, a choice and questions in queue mode, each
+waiting for them. Nothing runs until they approve it, and then only inside the demo's own
+workspace directory. No API key: both agents run the scripted demo model.
 """
 
 from __future__ import annotations
@@ -14,15 +17,23 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 
 from signoff.cli.context import console, fail, open_service, run
-from signoff.cli.serve import check_port_free, ensure_admin_token, preview_root_for
+from signoff.cli.serve import ADMIN_NAME, check_port_free, ensure_admin_token, preview_root_for
 from signoff.domain.principals import Principal
+from signoff.hosting import HostedAgents
+from signoff.service import Service
 from signoff.terminal.safe_text import visible
 
-__all__ = ["DEMO_PROMPTS", "register"]
+__all__ = ["CHAT_AGENT_NAME", "CHAT_PROMPT", "DEMO_PROMPTS", "register"]
+
+CHAT_AGENT_NAME = "demo"
+"""The name the demo chat agent is hosted under (as ``signoff serve --agent demo=...``)."""
+CHAT_PROMPT = "create welcome.md saying hello from the chat"
+"""The first message of the demo's conversation: the agent asks to write a file."""
 
 DEMO_PROMPTS = (
     "create notes.md saying hello and run ls -la",
@@ -32,7 +43,7 @@ DEMO_PROMPTS = (
 )
 """What the demo agent is asked, each as its own run."""
 
-DEMO_POLICY = '[tools]\nneed_approval = ["write_file", "shell"]\n'
+DEMO_POLICY = '[tools]\nneed_approval = ["write_file", "edit_file", "shell"]\n'
 _AGENT = Principal(name="demo-agent", role="agent")
 
 
@@ -77,6 +88,13 @@ def _seed(workspace: Path) -> None:
     os.utime(old, (0, 0))
 
 
+async def _admin(service: Service) -> Principal:
+    """The person the demo's conversation is started for: the database's admin."""
+    tokens = await service.list_tokens()
+    admins = [t.name for t in tokens if t.role == "admin" and t.revoked_at is None]
+    return Principal(name=admins[0] if admins else ADMIN_NAME, role="admin")
+
+
 def demo(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -92,6 +110,7 @@ def demo(
 
         from signoff.backends import LocalBackend
         from signoff.chat.demo import DEMO_MODEL_NAME, demo_model
+        from signoff.chat.hosted import build_hosted_agent
         from signoff.domain.policies import Policy
         from signoff.executor import Executor, ToolRegistry
         from signoff.integrations.pydantic_ai import SignoffGate, queue_status_toolset
@@ -108,32 +127,51 @@ def demo(
     base = f"http://{host}:{port}"
 
     async def go() -> None:
-        async with open_service(db, follow=True) as service:
+        policy = Policy.from_toml(DEMO_POLICY)
+        # the hosted chat gates calls by the service's policy: the same as the queue's
+        async with open_service(db, follow=True, policy=policy) as service:
             token = await ensure_admin_token(service)
             backend = LocalBackend(service, _AGENT)
             tools = demo_tools(root)
             registry = ToolRegistry()
             for name, fn in tools.items():
                 registry.add(name, fn)
-            policy = Policy.from_toml(DEMO_POLICY)
             # previews read the workspace (the agent's relative paths), nothing else
-            app = create_app(service, public_url=base, preview_root=preview_root_for(root, db))
+            app = create_app(
+                service,
+                public_url=base,
+                preview_root=preview_root_for(root, db),
+                agents={CHAT_AGENT_NAME: build_hosted_agent(root)},
+            )
             server = uvicorn.Server(
                 uvicorn.Config(
                     app, host=host, port=port, log_level="warning", ws_per_message_deflate=False
                 )
             )
+            # the scripted model answers at once: the conversation is paused on its first
+            # call before the server starts (so the runner's start finds it Paused, not
+            # Running, and leaves it waiting)
+            runner: HostedAgents = app.state.tasks
+            chat = await runner.run(CHAT_AGENT_NAME, CHAT_PROMPT, await _admin(service))
+            conversation = f"/chat/{chat.id}"
+            console.print(
+                "open the chat, waiting for your approval (the link asks to confirm, then "
+                "signs you in):",
+                markup=False,
+            )
+            console.print(
+                f"    {base}/login?token={token}&next={quote(conversation, safe='/')}"
+                if token
+                else f"    {base}{conversation}",
+                markup=False,
+                soft_wrap=True,
+            )
             console.print(f"signoff demo on {base}; workspace {root}", markup=False, soft_wrap=True)
-            console.print(f"the agent is {DEMO_MODEL_NAME}: no API key, no LLM", markup=False)
+            console.print(f"the agents are {DEMO_MODEL_NAME}: no API key, no LLM", markup=False)
             if token is not None:
                 console.print(f"admin token: {token}", markup=False)
             console.print(
-                "open the inbox (the link asks to confirm, then signs you in):", markup=False
-            )
-            console.print(
-                f"    {base}/login?token={token}" if token else f"    {base}/login",
-                markup=False,
-                soft_wrap=True,
+                f"the inbox, filling with a queue agent's requests: {base}/", markup=False
             )
             console.print("Ctrl+C stops.", markup=False)
 
