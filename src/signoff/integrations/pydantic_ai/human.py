@@ -13,17 +13,23 @@ the terminal or over the API) and returns the outcome on the model's own tool ca
 The model never sees signoff's own protocol: no request ids, states or JSON envelopes.
 Each request is keyed by the session and the model's tool-call id, so a run that is retried
 with the same history finds the request it opened before instead of asking twice.
+
+``deferred_human_toolset()`` offers the same two tools, with the same arguments, for a
+hosted agent (``signoff serve --agent``): instead of waiting, a call ends the run as a
+deferred call; the task files the request, pauses durably, and resumes with the person's
+choice or answers as the call's result.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 try:
-    from pydantic_ai import FunctionToolset, ModelRetry, RunContext
+    from pydantic_ai import CallDeferred, FunctionToolset, ModelRetry, RunContext
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "signoff.integrations.pydantic_ai.human needs pydantic-ai: "
@@ -41,9 +47,20 @@ from signoff.service import Service, validation_message
 if TYPE_CHECKING:
     from signoff.client import Client
 
-__all__ = ["NO_ANSWER", "choice_result", "human_toolset", "questions_result"]
+__all__ = [
+    "DEFERRED_HUMAN_TOOLS",
+    "NO_ANSWER",
+    "choice_result",
+    "deferred_human_toolset",
+    "human_request_fields",
+    "human_toolset",
+    "questions_result",
+]
 
 _KEY_LIMIT = 200  # NewRequest's longest session id and idempotency key
+
+DEFERRED_HUMAN_TOOLS = {"human_intervention_request": "choice", "request_human_input": "questions"}
+"""The deferred tools a hosted task files as people's requests, and the request kind of each."""
 
 
 def human_toolset(
@@ -143,6 +160,103 @@ def human_toolset(
         return questions_result(request)
 
     return toolset
+
+
+def deferred_human_toolset() -> FunctionToolset[object]:
+    """The tools of :func:`human_toolset`, deferred: a hosted task asks the person.
+
+    Each call ends the agent's run (pydantic-ai's ``CallDeferred``) with its arguments; the
+    task that hosts the agent files a ``choice`` or ``questions`` request for it, pauses
+    until a person decides, and resumes with the result :func:`human_toolset` would have
+    returned. Outside a hosted task, the calls come back in ``DeferredToolRequests.calls``.
+    """
+    toolset: FunctionToolset[object] = FunctionToolset()
+
+    @toolset.tool_plain
+    async def human_intervention_request(
+        prompt: str,
+        options: list[str],
+        context: str | None = None,
+        multi_select: bool = False,
+        allow_other: bool = False,
+        timeout_s: float | None = None,
+    ) -> str | list[str]:
+        """Ask a person to choose among options, and wait for their choice.
+
+        Use this when a decision belongs to the user: which of several approaches to take,
+        which target to act on, whether to go ahead. The result is exactly the text of the
+        option the person chose (a list of chosen options when multi_select is true), or a
+        sentence saying they declined or did not answer in time.
+
+        Args:
+            prompt: The question, written for the person, e.g. "Which database should I migrate?".
+            options: The options to choose from, distinct and short, in the order to show them.
+            context: Background the person needs to decide, shown under the question.
+            multi_select: Whether the person may choose several options.
+            allow_other: Whether the person may type an answer that is not one of the options.
+            timeout_s: Seconds to wait for the person (at most the configured limit).
+        """
+        args = {
+            "prompt": prompt,
+            "options": options,
+            "context": context,
+            "multi_select": multi_select,
+            "allow_other": allow_other,
+            "timeout_s": timeout_s,
+        }
+        _check_deferred("human_intervention_request", args)
+        raise CallDeferred
+
+    @toolset.tool_plain
+    async def request_human_input(questions: list[str]) -> str:
+        """Ask a person one or more open questions, and wait for their reply.
+
+        Use this when you need information or feedback only the user has before you can go
+        on. The person may approve (you should then finish), answer the questions with
+        feedback (continue with their answers), or reject (stop the task).
+
+        Args:
+            questions: The questions, each one self-contained, in the order to ask them.
+        """
+        _check_deferred("request_human_input", {"questions": questions})
+        raise CallDeferred
+
+    return toolset
+
+
+def _check_deferred(tool_name: str, args: Mapping[str, object]) -> None:
+    """Let the model fix unusable arguments now, before its run ends on the call."""
+    fields = human_request_fields(tool_name, args, session_id="check", tool_call_id="check")
+    try:
+        NewRequest.model_validate(fields)
+    except ValidationError as exc:
+        raise ModelRetry(validation_message(exc)) from None
+
+
+def human_request_fields(
+    tool_name: str, args: Mapping[str, object], *, session_id: str, tool_call_id: str
+) -> dict[str, object]:
+    """The request a deferred human tool's call files (see :func:`deferred_human_toolset`).
+
+    Keyed like :func:`human_toolset`'s, by session and tool-call id, so filing it again
+    (a resumed or recovered task) finds the same request.
+    """
+    kind = DEFERRED_HUMAN_TOOLS[tool_name]
+    fields: dict[str, object] = {
+        "session_id": session_id,
+        "kind": kind,
+        "idempotency_key": _idempotency_key(tool_name, session_id, tool_call_id),
+    }
+    if kind == "questions":
+        fields["questions"] = args.get("questions")
+        return fields
+    for name in ("prompt", "options", "context", "multi_select", "allow_other"):
+        if args.get(name) is not None:
+            fields[name] = args[name]
+    seconds = args.get("timeout_s")
+    if isinstance(seconds, int | float) and 0 < seconds <= MAX_EXPIRES_IN:
+        fields["expires_in"] = float(seconds)
+    return fields
 
 
 def _seconds(asked: float | None, limit: float) -> float:
