@@ -10,6 +10,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── TokenNotFound           no such API token
     │   ├── TaskNotFound            no such hosted agent run (or agent), or not visible
     │   ├── InvalidRequest          a request that cannot be submitted as given
+    │   ├── InvalidHeader           a request header that cannot be read (Last-Event-ID)
     │   ├── InvalidDecision         a decision the request does not allow, or malformed
     │   ├── InvalidTransition       the request is not in a state that allows this
     │   │   └── ArgsMismatch        a claim whose args differ from what was approved
@@ -44,6 +45,7 @@ __all__ = [
     "DuplicateRequest",
     "GrantNotFound",
     "InvalidDecision",
+    "InvalidHeader",
     "InvalidRequest",
     "InvalidTransition",
     "NotAllowed",
@@ -111,6 +113,11 @@ class TaskNotFound(CallerError):
 
 class InvalidRequest(CallerError):
     """A request that cannot be submitted as given (missing or contradictory fields)."""
+
+
+class InvalidHeader(CallerError):
+    """A request header whose value cannot be read, e.g. a ``Last-Event-ID`` that names no
+    event id."""
 
 
 class InvalidDecision(CallerError):

@@ -55,6 +55,7 @@ from signoff.domain.tasks import (
     PendingCall,
     Task,
     TaskStatus,
+    may_see_conversation,
     may_see_task,
     new_task_id,
 )
@@ -501,6 +502,34 @@ class Service:
 
         return list(await asyncio.gather(*(one(i) for i in dict.fromkeys(request_ids))))
 
+    async def decide_all(
+        self,
+        decisions: Sequence[tuple[str, Decision | Mapping[str, Any]]],
+        principal: Principal,
+    ) -> list[Request]:
+        """Decide several requests, each its own way, as one answer (an AG-UI resume).
+
+        Every decision is checked against its request, as :meth:`decide` would, before any
+        is recorded: one refused (a forged option, a self-approval governance forbids) leaves
+        them all as they were. A request no longer pending is skipped, so an answer sent
+        twice changes nothing; the requests decided here are returned.
+        """
+        check_may_decide(principal)
+        parsed = [(request_id, _parse_decision(d)) for request_id, d in decisions]
+        now = self.clock()
+        ready: list[tuple[str, Decision]] = []
+        for request_id, decision in parsed:
+            request = await self.get(request_id, principal)
+            if request.status != "pending" or is_overdue(request, now):
+                continue
+            apply_decision(request, decision, principal, now)  # what decide() would refuse
+            ready.append((request_id, decision))
+        decided: list[Request] = []
+        for request_id, decision in ready:
+            with contextlib.suppress(InvalidTransition):  # decided elsewhere meanwhile
+                decided.append(await self.decide(request_id, decision, principal))
+        return decided
+
     async def claim(
         self,
         request_id: str,
@@ -782,6 +811,21 @@ class Service:
         """
         task = await self.store.get_task(task_id)
         if task is None or (principal is not None and not may_see_task(task, principal)):
+            raise TaskNotFound(task_id)
+        return task
+
+    async def get_conversation(self, task_id: str, principal: Principal) -> Task:
+        """The task as a conversation: its user's and admins' only.
+
+        Anyone else gets TaskNotFound, as for an unknown id; an agent that is not its user
+        is refused (NotAllowed), like an agent deciding.
+        """
+        task = await self.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        if not may_see_conversation(task, principal):
+            if principal.role not in DECIDER_ROLES:  # an agent: refused, as when it decides
+                raise NotAllowed(f"{principal.name} may not read another's conversation")
             raise TaskNotFound(task_id)
         return task
 

@@ -23,7 +23,13 @@ ROLE_CHECKS_ALLOWED: dict[str, int] = {
 }
 """Modules that compare a role themselves, and how many times."""
 
-AUTHORIZING = {"check_may_decide", "may_see_task", "_admins_only", "_manages_webhooks"}
+AUTHORIZING = {
+    "check_may_decide",
+    "may_see_task",
+    "may_see_conversation",
+    "_admins_only",
+    "_manages_webhooks",
+}
 """The service's and the domain's checks of who may do what: called by the service only."""
 
 NOT_ALLOWED_RAISED = {"auth.py"}

@@ -37,6 +37,7 @@ __all__ = [
     "TaskEvent",
     "TaskStatus",
     "event_id",
+    "may_see_conversation",
     "may_see_task",
     "new_task_id",
     "parse_event_id",
@@ -174,3 +175,9 @@ class Task(_Model):
 def may_see_task(task: Task, principal: Principal) -> bool:
     """Whether ``principal`` may read ``task``: the user who started it, approvers and admins."""
     return principal.name == task.user or principal.role in DECIDER_ROLES
+
+
+def may_see_conversation(task: Task, principal: Principal) -> bool:
+    """Whether ``principal`` may read ``task`` as a conversation (its stream, its follow-ups,
+    resuming it from a chat client): the user who started it and admins, not other people."""
+    return principal.name == task.user or principal.role == "admin"

@@ -14,6 +14,7 @@ from signoff.__version__ import __version__
 from signoff.hosting import host_agents
 from signoff.preview_root import PreviewRoot
 from signoff.server.admin import admin_router
+from signoff.server.agui import agui_router
 from signoff.server.audit import audit_router
 from signoff.server.auth import cookie_principal
 from signoff.server.deps import API
@@ -110,6 +111,7 @@ def create_app(
     app.include_router(events_router())
     app.state.tasks = runner
     app.include_router(tasks_router())
+    app.include_router(agui_router())
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

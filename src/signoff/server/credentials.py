@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
+from starlette.requests import HTTPConnection
+
 from signoff.domain.principals import Principal
 from signoff.errors import SignoffError, StoreUnavailable, Unauthenticated
+from signoff.service import Service
 
-__all__ = ["REVALIDATE", "Credential", "CredentialWatch"]
+__all__ = ["REVALIDATE", "Credential", "CredentialWatch", "credential_of"]
 
 REVALIDATE = 0.5
 """Seconds between re-checks of a live stream's credential."""
@@ -111,3 +115,29 @@ class CredentialWatch:
         if principal != credential.principal:
             return Unauthenticated("the credential now stands for someone else")
         return None
+
+
+def credential_of(conn: HTTPConnection, principal: Principal) -> Credential:
+    """How ``conn`` authenticated ``principal`` (bearer token or inbox cookie), to check again."""
+    service: Service = conn.app.state.service
+    scheme, _, token = conn.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token:
+
+        async def bearer() -> Principal | None:
+            return await service.authenticate(token)
+
+        return Credential(key="bearer:" + _digest(token), principal=principal, recheck=bearer)
+    resolve = getattr(conn.app.state, "cookie_principal", None)
+
+    async def cookie() -> Principal | None:
+        found: Principal | None = await resolve(conn) if resolve is not None else None
+        return found
+
+    return Credential(
+        key="cookie:" + _digest(conn.headers.get("cookie", "")), principal=principal, recheck=cookie
+    )
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()

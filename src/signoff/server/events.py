@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -22,7 +21,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
-from starlette.requests import HTTPConnection
 
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
@@ -30,7 +28,7 @@ from signoff.domain.requests import RequestAdapter
 from signoff.domain.text import MAX_ID_INT
 from signoff.errors import InvalidRequest, NotAllowed, SignoffError, Unauthenticated
 from signoff.eventstream import follow_events
-from signoff.server.credentials import REVALIDATE, Credential, CredentialWatch
+from signoff.server.credentials import REVALIDATE, CredentialWatch, credential_of
 from signoff.server.deps import API, current_principal
 from signoff.server.shutdown import GOING_AWAY, Shutdown, either
 from signoff.service import Service
@@ -96,7 +94,7 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
         """Server-sent events: ``id: seq``, ``event: type``, ``data: {seq, type, request}``."""
         service: Service = request.app.state.service
         start = _since(since, last_event_id)
-        credential = _credential(request, caller)
+        credential = credential_of(request, caller)
 
         async def body() -> AsyncIterator[str]:
             yield "retry: 2000\n\n"
@@ -163,7 +161,7 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
         # whichever ends first ends both: a client that goes away frees its handler at once,
         # not at the next event or heartbeat; a credential that stops working ends it too
         stopping: Shutdown = websocket.app.state.shutdown
-        with watch.guard(_credential(websocket, caller)) as ended, stopping.stream() as going:
+        with watch.guard(credential_of(websocket, caller)) as ended, stopping.stream() as going:
             tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
             waiting: list[asyncio.Future[Any]] = [*tasks, ended, going]
             try:
@@ -188,32 +186,6 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
                     await websocket.close(code=GOING_AWAY, reason="the server is shutting down")
 
     return router
-
-
-def _credential(conn: HTTPConnection, principal: Principal) -> Credential:
-    """How ``conn`` authenticated ``principal`` (bearer token or inbox cookie), to check again."""
-    service: Service = conn.app.state.service
-    scheme, _, token = conn.headers.get("authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() == "bearer" and token:
-
-        async def bearer() -> Principal | None:
-            return await service.authenticate(token)
-
-        return Credential(key="bearer:" + _digest(token), principal=principal, recheck=bearer)
-    resolve = getattr(conn.app.state, "cookie_principal", None)
-
-    async def cookie() -> Principal | None:
-        found: Principal | None = await resolve(conn) if resolve is not None else None
-        return found
-
-    return Credential(
-        key="cookie:" + _digest(conn.headers.get("cookie", "")), principal=principal, recheck=cookie
-    )
-
-
-def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 async def _ws_principal(websocket: WebSocket) -> Principal:

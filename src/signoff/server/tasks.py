@@ -1,4 +1,7 @@
-"""Tasks over HTTP: start a hosted run, read and list tasks, resume a paused one by request id.
+"""Tasks over HTTP: list the hosted agents, read and list tasks, resume one by request id.
+
+Starting a run, following a task's event stream and following up are in
+:mod:`signoff.server.agui` (they answer with AG-UI events too).
 
 Reading goes through the service's task operations (who may see which task is decided
 there); running and resuming need the server's registered agents.
@@ -12,28 +15,14 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from signoff.domain.tasks import Task, TaskStatus
-from signoff.domain.text import NoNul, refuse_unstorable
+from signoff.domain.text import refuse_unstorable
 from signoff.errors import InvalidRequest, TaskNotFound
 from signoff.hosting import HostedAgents
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.store.base import MAX_PAGE
 from signoff.wire import AgentList, TaskList, TaskView
 
-__all__ = ["task_view", "tasks_router"]
-
-
-class RunBody(BaseModel):
-    """What to ask a registered agent."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt: str = Field(min_length=1, max_length=100_000)
-    session_id: NoNul | None = Field(default=None, min_length=1, max_length=200)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _encodable(cls, data: object) -> object:
-        return refuse_unstorable(data)
+__all__ = ["ResumeBody", "runner_of", "task_view", "tasks_router", "view_of"]
 
 
 class ResumeBody(BaseModel):
@@ -51,7 +40,8 @@ class ResumeBody(BaseModel):
         return refuse_unstorable(data)
 
 
-def _runner(request: Request) -> HostedAgents:
+def runner_of(request: Request) -> HostedAgents:
+    """The server's hosted agents; TaskNotFound when it hosts none."""
     runner: HostedAgents | None = getattr(request.app.state, "tasks", None)
     if runner is None:
         raise TaskNotFound("this server (no agents are registered: signoff serve --agent)")
@@ -63,14 +53,15 @@ def task_view(task: Task, base_url: str = "") -> dict[str, Any]:
     return TaskView.of(task, base_url).model_dump(mode="json", exclude_unset=True)
 
 
-def _view(task: Task, request: Request) -> TaskView:
+def view_of(task: Task, request: Request) -> TaskView:
+    """The task as the API shows it, its links on the server's public URL."""
     public: str | None = getattr(request.app.state, "public_url", None)
     return TaskView.of(task, (public or str(request.base_url)).rstrip("/"))
 
 
 def tasks_router() -> APIRouter:
-    """``/agents``, ``/agents/{name}/runs``, ``/tasks``, ``/tasks/{id}`` and
-    ``/resume/{request_id}``."""
+    """``/agents``, ``/tasks``, ``/tasks/{id}`` and ``/resume/{request_id}`` (runs, streams
+    and follow-ups are :mod:`signoff.server.agui`'s)."""
     router = APIRouter(prefix=API)
 
     @router.get("/agents", response_model=AgentList)
@@ -78,22 +69,6 @@ def tasks_router() -> APIRouter:
         """The agents this server hosts."""
         runner: HostedAgents | None = getattr(request.app.state, "tasks", None)
         return AgentList(items=sorted(runner.agents) if runner is not None else [])
-
-    @router.post(
-        "/agents/{name}/runs",
-        status_code=201,
-        response_model=TaskView,
-        response_model_exclude_unset=True,
-    )
-    async def run(
-        name: str,
-        body: RunBody,
-        request: Request,
-        caller: Caller,
-    ) -> TaskView:
-        """Run an agent: Completed with its output, or Paused with what it waits on."""
-        task = await _runner(request).run(name, body.prompt, caller, body.session_id)
-        return _view(task, request)
 
     @router.get("/tasks", response_model=TaskList, response_model_exclude_unset=True)
     async def list_tasks(
@@ -104,17 +79,17 @@ def tasks_router() -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> TaskList:
         """Tasks the caller may see (its own; approvers and admins: all), newest first."""
-        _runner(request)
+        runner_of(request)
         tasks = await service.list_tasks(caller, status=status, limit=limit)
-        return TaskList(items=[_view(t, request) for t in tasks])
+        return TaskList(items=[view_of(t, request) for t in tasks])
 
     @router.get("/tasks/{task_id}", response_model=TaskView, response_model_exclude_unset=True)
     async def get_task(
         task_id: str, request: Request, service: ServiceDep, caller: Caller
     ) -> TaskView:
         """A task with its history: messages, tool calls, results, every decision and who."""
-        _runner(request)
-        return _view(await service.get_task(task_id, caller), request)
+        runner_of(request)
+        return view_of(await service.get_task(task_id, caller), request)
 
     @router.post("/resume/{request_id}", response_model=TaskView, response_model_exclude_unset=True)
     async def resume(
@@ -129,9 +104,9 @@ def tasks_router() -> APIRouter:
             if action is None:
                 raise InvalidRequest('action: give {"action": "approve"} or "reject"')
             body = ResumeBody(action=action)
-        task = await _runner(request).resume(
+        task = await runner_of(request).resume(
             request_id, body.action, caller, reason=body.reason, args=body.args
         )
-        return _view(task, request)
+        return view_of(task, request)
 
     return router
