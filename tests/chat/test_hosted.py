@@ -14,7 +14,14 @@ pytest.importorskip(
     "pydantic_ai", reason="needs the pydantic-ai extra: pip install 'signoff[pydantic-ai]'"
 )
 
-from pydantic_ai import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
+from pydantic_ai import (
+    DeferredToolRequests,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
+from pydantic_ai.agent import AgentRunResult
 
 from signoff.bus.local import LocalBus
 from signoff.chat.hosted import ENV_WORKSPACE, build_hosted_agent
@@ -95,3 +102,39 @@ async def test_parallel_writes_pause_together_and_the_summary_quotes_the_reason(
     assert isinstance(summary, str)
     assert "- write_file: wrote 2 characters to a.md" in summary
     assert "write_file was not run:" in summary and "b.md is not needed" in summary
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tool_name", "args"),
+    [
+        (
+            "ask me which database to use",
+            "human_intervention_request",
+            {
+                "prompt": "Which database should I use?",
+                "options": ["PostgreSQL", "SQLite", "MySQL"],
+            },
+        ),
+        (
+            "ask me some questions",
+            "request_human_input",
+            {
+                "questions": [
+                    "What should the project be called?",
+                    "Which Python version should it target?",
+                    "Anything else I should know before I start?",
+                ]
+            },
+        ),
+    ],
+)
+async def test_asking_a_person_is_a_deferred_call(
+    tmp_path: Path, prompt: str, tool_name: str, args: dict[str, object]
+) -> None:
+    """A choice or questions end the run as a deferred call, for the hosting task to file."""
+    result: AgentRunResult[str | DeferredToolRequests] = await build_hosted_agent(tmp_path).run(
+        prompt, output_type=[str, DeferredToolRequests]
+    )
+    assert isinstance(result.output, DeferredToolRequests)
+    (call,) = result.output.calls
+    assert (call.tool_name, call.args_as_dict()) == (tool_name, args)

@@ -4,12 +4,13 @@
 demo model (:mod:`signoff.chat.demo`) with the chat's file and shell tools
 (:func:`~signoff.chat.agent.chat_tools`) working in ``$SIGNOFF_WORKSPACE``, or in the
 directory the server started in when that is unset (read once, when this module is
-imported). ``signoff demo`` builds the same agent on its own workspace with
-:func:`build_hosted_agent`.
+imported), and the deferred human tools (a choice, questions) of
+:func:`~signoff.integrations.pydantic_ai.human.deferred_human_toolset`. ``signoff demo``
+builds the same agent on its own workspace with :func:`build_hosted_agent`.
 
-As a hosted task, its gated calls pause the conversation until a person decides them in
-the chat page, the inbox or the CLI; the demo model then sums up what happened, quoting a
-rejection's reason as the model was told it.
+As a hosted task, its gated calls and its questions pause the conversation until a person
+decides them in the chat page, the inbox or the CLI; the demo model then sums up what
+happened, quoting a rejection's reason as the model was told it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from signoff.chat.agent import chat_tools
 from signoff.chat.demo import demo_model
+from signoff.integrations.pydantic_ai.human import deferred_human_toolset
 
 try:
     from pydantic_ai import Agent
@@ -43,7 +45,7 @@ def build_hosted_agent(root: Path) -> Agent[None, str]:
     """The demo chat agent with its tools confined to ``root``."""
     return Agent(
         demo_model(),
-        toolsets=[chat_tools(root)],
+        toolsets=[chat_tools(root), deferred_human_toolset()],
         instructions=_INSTRUCTIONS,
     )
 
