@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -118,6 +119,7 @@ SYSTEM = Principal(name="system", role="admin")
 """The principal of signoff's own actions (the expiry sweeper)."""
 
 _RETRIES = 50
+_TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _RECENT = 10_000
 
 
@@ -761,13 +763,18 @@ class Service:
         status: TaskStatus = "Running",
         messages: str = "[]",
         pending: tuple[PendingCall, ...] = (),
+        task_id: str | None = None,
     ) -> Task:
         """Store a new task: ``user``'s run of ``agent``, under a new unguessable id.
 
+        ``task_id`` names it instead (a client's own thread id, 1 to 128 of ``A-Za-z0-9_.:-``;
+        InvalidRequest otherwise): an id already taken is InvalidTransition, nothing stored.
         ``session_id`` (where its requests are filed) is the task's id unless given.
         """
         now = self.clock()
-        task_id = new_task_id()
+        if task_id is not None and not _TASK_ID.fullmatch(task_id):
+            raise InvalidRequest("a task id is 1 to 128 letters, digits and _ . : -")
+        task_id = task_id or new_task_id()
         task = Task(
             id=task_id,
             agent=agent,

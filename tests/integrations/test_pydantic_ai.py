@@ -42,6 +42,7 @@ from signoff.store.base import RequestQuery
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import APPROVER
 from tests.integrations.conftest import Sides
+from tests.streaming_models import streaming
 
 ASK_ALL = Policy.from_toml('[tools]\nneed_approval = ["*"]\n')
 
@@ -62,7 +63,7 @@ def script(*calls: ToolCallPart) -> FunctionModel:
         lines = [f"{p.tool_name}[{p.tool_call_id}]={p.model_response_str()}" for p in returns]
         return ModelResponse(parts=[TextPart("\n".join(lines))])
 
-    return FunctionModel(respond)
+    return streaming(respond)
 
 
 def tool_agent(model: FunctionModel, ran: list[tuple[str, dict[str, Any]]]) -> Agent[None, str]:

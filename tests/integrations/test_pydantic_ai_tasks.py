@@ -12,7 +12,6 @@ import httpx
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import FunctionModel
 
 from signoff.bus.local import LocalBus
 from signoff.domain.policies import Policy
@@ -22,6 +21,7 @@ from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import APPROVER
 from tests.integrations.test_pydantic_ai import script, tool_agent
+from tests.streaming_models import streaming
 
 POLICY = Policy.from_toml(
     '[tools]\nneed_approval = ["shell", "delete", "write_file"]\n\n'
@@ -51,7 +51,7 @@ def agents(ran: list[tuple[str, dict[str, Any]]]) -> dict[str, Agent[None, str]]
         ran,
     )
     quiet: Agent[None, str] = Agent(
-        FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("nothing to do")]))
+        streaming(lambda messages, info: ModelResponse(parts=[TextPart("nothing to do")]))
     )
     return {"one": one, "three": three, "quiet": quiet}
 
@@ -131,11 +131,11 @@ async def test_pause_then_approve_by_resume(hosted: Hosted) -> None:
     assert read.json()["status"] == "Completed"
 
 
-async def test_reject_cancels_and_records_who(hosted: Hosted) -> None:
-    """Reject sets the task Canceled with the reason; nothing runs."""
+async def test_reject_tells_the_model_and_records_who(hosted: Hosted) -> None:
+    """Reject runs nothing; the model is told the reason and the run completes."""
     paused = await start(hosted.alice, "one")
     rejected = await hosted.alice.post(
-        f"{API}/resume/{paused['request_id']}?action=reject", json=None
+        f"{API}/resume/{paused['request_id']}", json={"action": "reject", "reason": "not today"}
     )
     assert rejected.status_code == 200, rejected.text
     body = await hosted.alice.post(
@@ -143,7 +143,8 @@ async def test_reject_cancels_and_records_who(hosted: Hosted) -> None:
     )
     assert body.status_code == 409
     task = rejected.json()
-    assert task["status"] == "Canceled" and hosted.ran == []
+    assert task["status"] == "Completed" and hosted.ran == []
+    assert "rejected this call: not today" in task["output"]
     assert next(i for i in task["history"] if i["kind"] == "rejection")["by"] == "alice"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.messages import ToolReturnPart
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.function import DeltaToolCall, FunctionModel
 
 LOG = Path(os.environ["SIGNOFF_TEST_TOOL_LOG"])
 
@@ -31,7 +31,14 @@ def calling(command):
             return ModelResponse(parts=[TextPart(returns[0].model_response_str())])
         return ModelResponse(parts=[ToolCallPart("shell", {"command": command},
                                                  tool_call_id="c1")])
-    agent = Agent(FunctionModel(respond))
+    async def stream(messages, info):
+        for part in respond(messages, info).parts:
+            if isinstance(part, TextPart):
+                yield part.content
+            else:
+                yield {0: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+    agent = Agent(FunctionModel(respond, stream_function=stream))
 
     @agent.tool_plain
     def shell(command: str) -> str:

@@ -13,12 +13,6 @@ from tests.serving import bearer
 
 DONE = ("Completed", "Failed", "Canceled")
 
-CANCELED = "(the run was canceled; its model was told nothing)"
-"""What a hosted run's model hears when people approved nothing: README's rule cancels it."""
-
-TOLD = {"reject": CANCELED}
-"""What a hosted run documents telling its model instead, by deciding scenario."""
-
 
 def http(paths: PathsServer) -> httpx.AsyncClient:
     """The API as the admin, who starts the runs and may decide them (starter_may_approve)."""
@@ -74,6 +68,6 @@ async def finish(paths: PathsServer, task: dict[str, Any], before: int) -> Outco
     told = [h["text"] for h in now["history"] if h["kind"] == "tool_result"]
     return Outcome(
         task["request_id"],
-        told[-1] if told else CANCELED if now["status"] == "Canceled" else "(none)",
+        told[-1] if told else f"(none: the run is {now['status']})",
         ran(paths)[before:],
     )

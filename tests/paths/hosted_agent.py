@@ -22,9 +22,10 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 
 from tests.paths.scenarios import ARGS, tool_result
+from tests.streaming_models import streaming
 
 
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -37,7 +38,7 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(tool, dict(ARGS), tool_call_id="call_1")])
 
 
-hosted: Agent[None, str] = Agent(FunctionModel(respond))
+hosted: Agent[None, str] = Agent(streaming(respond))
 
 
 def run(service: str, version: str) -> str:

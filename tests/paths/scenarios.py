@@ -398,7 +398,7 @@ def check(
     ``via`` is the channel the decision must be recorded under when it is not the scenario's
     (``mcp-elicitation`` for an answer given in an MCP client's own prompt); ``told`` gives,
     by the name of the scenario that decided the outcome, what a path documents telling its
-    model instead (a hosted run nobody approved anything in is canceled, its model told nothing).
+    model instead.
     """
     with httpx.Client(base_url=paths.api, headers=bearer(paths.admin_token), timeout=30) as http:
         request = http.get(f"/requests/{outcome.request_id}").json()

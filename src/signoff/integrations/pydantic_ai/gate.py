@@ -32,11 +32,17 @@ from pydantic import JsonValue
 from signoff.backends import Backend, as_backend
 from signoff.domain.policies import Policy, PolicyDecision
 from signoff.domain.principals import Principal
-from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.domain.schemas import sendable_schema
 from signoff.errors import InvalidRequest, NotAllowed, SignoffError
 from signoff.executor import ToolRegistry
-from signoff.integrations.outcomes import denial, edit_note, wait_decided
+from signoff.integrations.outcomes import (
+    choice_result,
+    denial,
+    edit_note,
+    questions_result,
+    wait_decided,
+)
 from signoff.leases import holding
 from signoff.service import Service
 
@@ -279,17 +285,29 @@ async def decided_results(
     agent: Any = None,
     denied: Mapping[str, ToolDenied] | None = None,
 ) -> DeferredToolResults:
-    """The checked results for a pause once every one of its requests is decided."""
+    """The checked results for a pause once every one of its requests is decided.
+
+    An approval's call gets the approval (or the denial); a deferred human call's (a choice
+    or questions request, see ``human.deferred_human_toolset``) gets what the person chose
+    or answered, as ``human_toolset`` would have returned it.
+    """
     approvals: dict[str, bool | ToolApproved | ToolDenied] = dict(denied or {})
+    calls: dict[str, Any] = {}
     metadata: dict[str, dict[str, Any]] = {}
     for call, request in decided:
         if request.status == "pending":
             raise InvalidRequest(f"{request.id} is still pending; refusing to resume")
+        if isinstance(request, ChoiceRequest):
+            calls[call.tool_call_id] = choice_result(request)
+            continue
+        if isinstance(request, QuestionsRequest):
+            calls[call.tool_call_id] = questions_result(request)
+            continue
         result, meta = await _outcome(call, request, backend, agent)
         approvals[call.tool_call_id] = result
         if meta is not None:
             metadata[call.tool_call_id] = meta
-    results = deferred.build_results(approvals=approvals, metadata=metadata)
+    results = deferred.build_results(approvals=approvals, calls=calls, metadata=metadata)
     checked_results(deferred, results)
     return results
 
