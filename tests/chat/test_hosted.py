@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -138,3 +139,41 @@ async def test_asking_a_person_is_a_deferred_call(
     assert isinstance(result.output, DeferredToolRequests)
     (call,) = result.output.calls
     assert (call.tool_name, call.args_as_dict()) == (tool_name, args)
+
+
+async def test_a_hosted_reply_streams_as_several_agui_deltas(runner: TaskRunner) -> None:
+    """In a hosted conversation the reply's AG-UI stream carries it in many content events."""
+    done = await runner.run("demo", "hello there", APPROVER)
+    assert done.status == "Completed"
+    events = [event.data async for event in runner.follow(done, None, until="rest")]
+    assistant = {
+        e["messageId"]
+        for e in events
+        if e["type"] == "TEXT_MESSAGE_START" and e.get("role") == "assistant"
+    }
+    replies = [
+        str(e["delta"])
+        for e in events
+        if e["type"] == "TEXT_MESSAGE_CONTENT" and e["messageId"] in assistant
+    ]
+    assert len(replies) > 5 and "".join(replies) == done.output
+
+
+async def test_a_choice_pauses_the_conversation_and_the_model_gets_the_option(
+    runner: TaskRunner,
+) -> None:
+    """ "ask me which database to use" files a choice; the person's option is what is quoted."""
+    paused = await runner.run("demo", "ask me which database to use", APPROVER)
+    assert paused.status == "Paused", paused.error
+    (call,) = paused.pending
+    request = await runner.service.get(call.request_id)
+    assert (request.kind, request.requested_by) == ("choice", "agent:demo")
+    await runner.service.decide(call.request_id, {"type": "choose", "choice": "SQLite"}, APPROVER)
+    done = await runner.settle(paused.id)
+    for _ in range(50):  # the decision reaches the runner through the bus
+        if done.status == "Completed":
+            break
+        await asyncio.sleep(0.05)
+        done = await runner.settle(paused.id)
+    assert done.status == "Completed", done.error
+    assert done.output == "Here is what happened:\n- human_intervention_request: SQLite"
