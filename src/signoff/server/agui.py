@@ -45,7 +45,7 @@ from signoff.server.tasks import runner_of, view_of
 from signoff.service import Service, validation_message
 from signoff.wire import TaskView
 
-__all__ = ["THREAD_ID", "MessageBody", "RunBody", "agui_router", "frame"]
+__all__ = ["SETTLE", "THREAD_ID", "MessageBody", "RunBody", "agui_router", "frame"]
 
 THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 """What a client may name a new conversation's thread (the task's id)."""
@@ -55,6 +55,9 @@ EVENT_STREAM = EventEncoder().get_content_type()
 
 CANCELLED_BY_CLIENT = "cancelled by the client"
 """The reason of a rejection an AG-UI ``cancelled`` resume entry makes."""
+
+SETTLE = 5.0
+"""Seconds a resume or follow-up waits for a running task's segment to be stored."""
 
 _MAX_PROMPT = 100_000
 _STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -165,6 +168,20 @@ async def _resume(service: Service, task: Task, entries: Sequence[Any], caller: 
     await service.decide_all(decisions, caller)
 
 
+async def _settled(service: Service, task: Task, caller: Principal) -> Task:
+    """The task once the run segment it is in is stored (or after :data:`SETTLE` seconds).
+
+    A client acts on a run's last event (answers its interrupts, sends the next message) as
+    soon as it reads it, which can be a moment before the save that ends the segment.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE
+    while task.status == "Running" and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+        task = await service.get_conversation(task.id, caller)
+    return task
+
+
 async def _events(
     request: Request, follow: AsyncIterator[TaskEvent], caller: Principal, watch: CredentialWatch
 ) -> AsyncIterator[str]:
@@ -244,6 +261,8 @@ async def _agui_run(
     except TaskNotFound:
         task = None
     if task is None:
+        if run.resume:  # nothing the caller may see waits on these
+            raise TaskNotFound(run.thread_id)
         prompt = _prompt(run)
         if prompt is None:
             raise InvalidRequest("messages: a new thread needs a last message from the user")
@@ -256,6 +275,7 @@ async def _agui_run(
         return _stream(request, runner, begun, None, "run", caller, watch)
     if task.agent != name:
         raise InvalidRequest(f"threadId: thread {task.id} is a conversation with {task.agent!r}")
+    task = await _settled(service, task, caller)
     after = runner.last_event_id(task)
     if run.resume:
         await _resume(service, task, run.resume, caller)
@@ -342,7 +362,7 @@ def agui_router(revalidate: float = REVALIDATE) -> APIRouter:
         """Continue a Completed conversation with a message, keeping its history: the task
         (Running), or the new run's AG-UI events with ``Accept: text/event-stream``."""
         runner = runner_of(request)
-        task = await service.get_conversation(task_id, caller)
+        task = await _settled(service, await service.get_conversation(task_id, caller), caller)
         after = runner.last_event_id(task)
         running = await runner.follow_up(task.id, body.content, caller)
         if _wants_stream(request):
