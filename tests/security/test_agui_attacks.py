@@ -145,7 +145,13 @@ async def _declared_too_large(chat: Chat, token: str, size: int) -> bytes:
     )
     writer.write(head.encode() + b'{"threadId": "odd-9", "runId": "r", "messages": [')
     await writer.drain()
-    answer = await asyncio.wait_for(reader.read(4096), 10)
+    head_in = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = next(
+        int(line.split(b":")[1])
+        for line in head_in.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    answer = head_in + await asyncio.wait_for(reader.readexactly(length), 10)
     writer.close()
     return answer
 

@@ -28,12 +28,15 @@ from tests.server.agui_serving import (
 from tests.serving import api_as
 
 EVENT_STREAM = {"Accept": "text/event-stream"}
+POLICY = '[tools]\nneed_approval = ["write_file"]\n'
 
 
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
-    """One server hosting the scripted ``chat`` agent for the whole module."""
-    yield from serve_chat(tmp_path_factory.mktemp("agui"))
+    """One server hosting the scripted ``chat`` agent for the whole module; its policy asks
+    people about ``write_file`` (with no tools.toml at all the gate would ask before a
+    question to a person too)."""
+    yield from serve_chat(tmp_path_factory.mktemp("agui"), POLICY)
 
 
 def _types(frames: list[Frame]) -> list[str]:
