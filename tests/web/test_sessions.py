@@ -27,7 +27,7 @@ from signoff.testing import AGENT, FakeClock
 
 BASE = "http://signoff.test"
 HOST = "signoff.test"
-PAGES = ["/", "/history", "/grants", "/requests/req_abc"]
+PAGES = ["/", "/history", "/grants", "/requests/req_abc", "/chat"]
 CALL: dict[str, Any] = {
     "session_id": "s1",
     "tool_name": "shell",

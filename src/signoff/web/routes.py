@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.domain.principals import DECIDER_ROLES, hash_token
-from signoff.errors import NotAllowed, Unauthenticated
+from signoff.errors import NotAllowed, TaskNotFound, Unauthenticated
 from signoff.server.auth import (
     COOKIE,
     SESSION_MAX_AGE,
@@ -194,7 +194,14 @@ def web_router() -> APIRouter:
         service: Service = request.app.state.service
         return await read_session(service, session_key(request), request.cookies.get(COOKIE))
 
-    async def page(request: Request, name: str, title: str, request_id: str = "") -> Response:
+    async def page(
+        request: Request,
+        name: str,
+        title: str,
+        request_id: str = "",
+        task_id: str = "",
+        status: int = 200,
+    ) -> Response:
         session = await session_of(request)
         if session is None:
             target = quote(request.url.path, safe="/")
@@ -209,8 +216,9 @@ def web_router() -> APIRouter:
             title=html.escape(title),
             page=name,
             request_id=html.escape(request_id),
+            task_id=html.escape(task_id),
         )
-        return HTMLResponse(body, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
     @router.get("/")
     async def inbox(request: Request) -> Response:
@@ -233,6 +241,30 @@ def web_router() -> APIRouter:
     ) -> Response:
         """One request: its controls while pending, its decision, result and audit trail."""
         return await page(request, "request", "Request", request_id)
+
+    @router.get("/chat")
+    async def chat(request: Request) -> Response:
+        """The person's conversations with hosted agents, and a box to start one."""
+        return await page(request, "chat", "Chat")
+
+    @router.get("/chat/{task_id}")
+    async def conversation(
+        request: Request, task_id: Annotated[str, Path(max_length=128)]
+    ) -> Response:
+        """One conversation: its AG-UI stream as messages, tool cards and decision boxes.
+
+        Another person's conversation, or none, is a 404 (the shell then says so): the same
+        answer as its stream gives, so an id tells nothing about whose it is.
+        """
+        status = 200
+        session = await session_of(request)
+        if session is not None:
+            service: Service = request.app.state.service
+            try:
+                await service.get_conversation(task_id, session.principal)
+            except TaskNotFound:
+                status = 404
+        return await page(request, "conversation", "Chat", task_id=task_id, status=status)
 
     @router.get("/login")
     async def login(

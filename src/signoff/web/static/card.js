@@ -1,9 +1,11 @@
 // One request as a card: what the agent asks, exactly what would run, and the controls
-// for the decisions its kind allows. Used by the inbox and by a request's own page.
+// for the decisions its kind allows. Used by the inbox, by a request's own page and, in a
+// compact variant, inline in a chat conversation.
 
 import { ApiError, decide, parseJson } from "./api.js";
 import { lineDiff, unifiedDiff } from "./diff.js";
 import { ago, h, pretty, remaining, visible, when } from "./dom.js";
+import { schemaProblem } from "./schema.js";
 
 const TITLES = { approval: "Tool call", choice: "Choice", questions: "Questions" };
 
@@ -43,10 +45,10 @@ function previewOrigin(p) {
   return p.exists ? "" : " (new file)";
 }
 
-function describe(req) {
+function describe(req, opts = {}) {
   const parts = [];
   if (req.kind === "approval") {
-    parts.push(section("Arguments", h("pre", { class: "args", "data-role": "args" }, pretty(req.tool_args))));
+    if (!opts.hideArgs) parts.push(section("Arguments", h("pre", { class: "args", "data-role": "args" }, pretty(req.tool_args))));
     if (req.preview) {
       const p = req.preview;
       parts.push(section(`File: ${p.path}${previewOrigin(p)}`,
@@ -56,7 +58,8 @@ function describe(req) {
   } else if (req.status !== "pending" && req.kind === "choice") {
     parts.push(h("p", { class: "meta" }, `options: ${req.options.join(" · ")}`));
   }
-  if (req.context !== null && req.context !== undefined) {
+  // the chat's box leaves the agent's context to the request's own page (its title links there)
+  if (req.context !== null && req.context !== undefined && !opts.compact) {
     const text = typeof req.context === "string" ? req.context : pretty(req.context);
     parts.push(section("Context", h("pre", { class: "context" }, text)));
   }
@@ -82,7 +85,7 @@ function decisionSummary(d) {
   return bits.join(" · ");
 }
 
-function outcome(req) {
+function outcome(req, opts = {}) {
   const parts = [];
   if (req.decision) {
     parts.push(h("p", { class: "decision", "data-role": "decision" },
@@ -95,6 +98,8 @@ function outcome(req) {
   if (req.kind === "approval" && req.approved_args && JSON.stringify(req.approved_args) !== JSON.stringify(req.tool_args)) {
     parts.push(section("Approved with edited arguments", lineDiff(pretty(req.tool_args), pretty(req.approved_args), "edited arguments")));
   }
+  // the chat's tool card shows what the call returned; its box says only what was decided
+  if (opts.compact) return parts;
   if (req.claimed_by) {
     const lease = req.status === "executing" && req.lease_until ? ` · lease until ${when(req.lease_until)}` : "";
     parts.push(h("p", { class: "meta", "data-role": "claim" }, `claimed by ${req.claimed_by} · ${when(req.claimed_at)}${lease}`));
@@ -109,11 +114,14 @@ function outcome(req) {
 }
 
 /**
- * Build the card. opts: {selectable, link, onDecided(request), onSelect()}.
+ * Build the card. opts: {selectable, link, onDecided(request), onSelect(), compact, hideArgs}.
+ * compact: the chat's inline box: no requester line, "Approve" and "Approve for this session"
+ * as two buttons, and once decided only what was decided and by whom. hideArgs: the
+ * arguments are shown beside the card already (the chat's tool card).
  * Returns the element; el.update(req) refreshes it in place.
  */
 export function requestCard(req, opts = {}) {
-  const el = h("article", { class: "card", tabindex: "-1" });
+  const el = h("article", { class: opts.compact ? "card compact" : "card", tabindex: "-1" });
   let current = null;
 
   const render = (r) => {
@@ -127,17 +135,18 @@ export function requestCard(req, opts = {}) {
         ? h("input", { type: "checkbox", class: "select", "aria-label": `select ${title(r)}`, onchange: () => opts.onSelect?.() })
         : null,
       h("span", { class: `badge kind-${r.kind}` }, TITLES[r.kind]),
-      opts.link
+      opts.link || opts.compact
         ? h("a", { class: "title", href: `/requests/${encodeURIComponent(r.id)}` }, title(r))
         : h("span", { class: "title" }, title(r)),
       statusBadge(r),
       countdown(r),
-      h("span", { class: "meta" },
+      opts.compact ? null : h("span", { class: "meta" },
         `${r.requested_by}${r.started_by ? ` (run started by ${r.started_by})` : ""} · session ${r.session_id} · `,
         h("time", { datetime: r.created_at, title: when(r.created_at) }, ago(r.created_at))));
-    el.append(head, ...describe(r));
+    el.append(head);
+    if (!opts.compact || r.status === "pending") el.append(...describe(r, opts));
     if (r.status === "pending") el.append(controls(r, el, opts));
-    else el.append(...outcome(r));
+    else el.append(...outcome(r, opts));
   };
 
   el.update = (r) => {
@@ -145,7 +154,7 @@ export function requestCard(req, opts = {}) {
     // keep what a person is typing unless the request left the state they were deciding in
     if (current && r.status === current.status && el.contains(document.activeElement)) {
       const votes = el.querySelector('[data-role="votes"]');
-      const fresh = describe(r).find((p) => p.dataset?.role === "votes");
+      const fresh = describe(r, opts).find((p) => p.dataset?.role === "votes");
       if (votes && fresh) votes.replaceWith(fresh);
       current = r;
       return;
@@ -194,7 +203,16 @@ function controls(req, card, opts) {
 
   if (req.kind === "approval") {
     const row = h("div", { class: "row" });
-    if (allowed.has("approve")) {
+    if (allowed.has("approve") && opts.compact) {
+      row.append(
+        h("button", { type: "button", class: "approve", "data-action": "approve",
+          onclick: (e) => send({ type: "approve", scope: "once" }, e.currentTarget) }, "Approve"),
+        h("button", { type: "button", class: "approve-session", "data-action": "approve-session",
+          onclick: (e) => send({ type: "approve", scope: "session" }, e.currentTarget) }, "Approve for this session"));
+      if (req.editable !== false) {
+        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+      }
+    } else if (allowed.has("approve")) {
       const scope = h("select", { "data-role": "scope", "aria-label": "scope" },
         h("option", { value: "once" }, "once"),
         h("option", { value: "session" }, "this session"),
@@ -210,7 +228,7 @@ function controls(req, card, opts) {
     }
     box.append(row);
     const editor = argsEditor(req, (args, button) =>
-      send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]').value }, button));
+      send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]')?.value ?? "once" }, button));
     if (allowed.has("approve") && req.editable !== false) box.append(editor);
   } else if (req.kind === "choice" && allowed.has("choose")) {
     box.append(choiceControls(req, send));
@@ -257,6 +275,11 @@ function argsEditor(req, approveEdited) {
     }
     if (args === null || typeof args !== "object" || Array.isArray(args)) {
       problem.textContent = "the arguments must be a JSON object";
+      return;
+    }
+    const unfit = schemaProblem(req.args_schema, args);
+    if (unfit) {
+      problem.textContent = visible(`does not fit the tool's arguments: ${unfit}`);
       return;
     }
     const edited = pretty(args);

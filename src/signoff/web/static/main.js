@@ -2,6 +2,8 @@
 
 import { api, follow } from "./api.js";
 import { tickCountdowns } from "./card.js";
+import { chatView } from "./chat.js";
+import { conversationView } from "./conversation.js";
 import { historyView } from "./history.js";
 import { grantsView } from "./grants.js";
 import { inboxView } from "./inbox.js";
@@ -15,11 +17,14 @@ const help = document.getElementById("help");
 const pending = new Map();
 let more = false;
 
-document.querySelector(`[data-nav="${page}"]`)?.setAttribute("aria-current", "page");
+const nav = page === "conversation" ? "chat" : page;
+document.querySelector(`[data-nav="${nav}"]`)?.setAttribute("aria-current", "page");
 
 const view = page === "inbox" ? inboxView(root)
   : page === "history" ? historyView(root)
   : page === "grants" ? grantsView(root)
+  : page === "chat" ? chatView(root)
+  : page === "conversation" ? conversationView(root, document.body.dataset.taskId)
   : requestView(root, document.body.dataset.requestId);
 
 function showCount() {
