@@ -17,7 +17,15 @@ import pytest
 
 from signoff.server.app import API
 from tests.server.agui_agent import runs
-from tests.server.agui_serving import Chat, interrupts, post_run, resolved, run_input, serve_chat
+from tests.server.agui_serving import (
+    Chat,
+    interrupts,
+    post_run,
+    resolved,
+    run_input,
+    serve_chat,
+    stored,
+)
 from tests.serving import agent_token, api_as
 
 POLICY = '[[rules]]\ntool = "write_file"\naction = "ask"\nstarter_may_approve = false\n'
@@ -33,6 +41,7 @@ async def _paused(chat: Chat, thread: str) -> dict[str, Any]:
     """Alice's conversation ``thread``, paused on one write_file call: its interrupt."""
     async with api_as(chat.server, chat.person("alice")) as alice:
         frames = await post_run(alice, run_input(thread, f"write {thread}.txt=x"))
+        assert (await stored(alice, thread))["status"] == "Paused"
     (interrupt,) = interrupts(frames)
     return interrupt
 
@@ -212,3 +221,31 @@ async def test_odd_and_huge_inputs_get_a_4xx(chat: Chat) -> None:
             assert 400 <= answer.status_code < 500, (bad, answer.text)
         listed = (await alice.get(f"{API}/tasks")).json()["items"]
         assert not [t for t in listed if t["id"].startswith("odd")]
+
+
+async def test_a_revoked_token_ends_its_stream(chat: Chat) -> None:
+    """Following a paused conversation with a token that is then revoked: the stream ends
+    within a second or so, saying why."""
+    await _paused(chat, "attack-revoke")
+    carol = chat.person("carol", "admin")
+    async with (
+        api_as(chat.server, carol) as follower,
+        api_as(chat.server, chat.tokens["admin"]) as admin,
+    ):
+        url = f"{API}/tasks/attack-revoke/stream"
+        async with follower.stream("GET", url) as got:
+            assert got.status_code == 200
+            lines: list[str] = []
+
+            async def read() -> None:
+                async for line in got.aiter_lines():
+                    lines.append(line)
+
+            reading = asyncio.create_task(read())
+            await asyncio.sleep(0.3)
+            tokens = (await admin.get(f"{API}/tokens")).json()["items"]
+            (token_id,) = [t["id"] for t in tokens if t["name"] == "carol"]
+            revoked = await admin.post(f"{API}/tokens/{token_id}/revoke")
+            assert revoked.status_code == 200, revoked.text
+            await asyncio.wait_for(reading, 10)
+        assert any(line.startswith(": stream ended:") for line in lines), lines

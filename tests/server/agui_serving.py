@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -148,3 +149,14 @@ def order(event_id: str | None) -> tuple[int, int]:
     assert event_id is not None
     k, n = event_id.split("-")
     return int(k), int(n)
+
+
+async def stored(http: httpx.AsyncClient, thread: str) -> dict[str, Any]:
+    """The task once the run segment that just streamed is stored (its last event reaches a
+    reader a moment before the save that ends the segment)."""
+    for _ in range(100):
+        task: dict[str, Any] = (await http.get(f"{API}/tasks/{thread}")).json()
+        if task["status"] != "Running":
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"task {thread} is still Running")

@@ -24,6 +24,7 @@ from tests.server.agui_serving import (
     resolved,
     run_input,
     serve_chat,
+    stored,
 )
 from tests.serving import api_as
 
@@ -65,11 +66,13 @@ def _ids_increase(frames: list[Frame]) -> None:
 async def _paused(http: httpx.AsyncClient, thread: str, prompt: str) -> list[Frame]:
     frames = await post_run(http, run_input(thread, prompt))
     assert interrupts(frames), _types(frames)
+    assert (await stored(http, thread))["status"] == "Paused"
     return frames
 
 
-async def test_a_json_run_still_answers_the_task(chat: Chat) -> None:
-    """``{"prompt"}`` without asking for a stream gets 201 and the TaskView, as before."""
+async def test_a_json_run_answers_the_task_or_its_stream(chat: Chat) -> None:
+    """``{"prompt"}`` gets 201 and the TaskView, as before; asking for ``text/event-stream``,
+    the run's AG-UI events."""
     async with api_as(chat.server, chat.person("alice")) as alice:
         done = await alice.post(f"{API}/agents/chat/runs", json={"prompt": "hello"})
         assert done.status_code == 201, done.text
@@ -77,6 +80,12 @@ async def test_a_json_run_still_answers_the_task(chat: Chat) -> None:
         task = done.json()
         assert task["status"] == "Completed" and task["output"] == "turn 1, you said: hello"
         assert "events" not in task
+        url = f"{API}/agents/chat/runs"
+        async with alice.stream("POST", url, json={"prompt": "hi"}, headers=EVENT_STREAM) as got:
+            frames = await read_frames(got)
+        assert frames[0].type == "RUN_STARTED" and _text(frames, "user") == ["hi"]
+        assert "".join(_text(frames)) == "turn 1, you said: hi"
+        assert frames[-1].data["outcome"] == {"type": "success"}
 
 
 async def test_an_agui_run_streams_the_prompt_the_calls_and_ends_on_its_requests(
@@ -99,7 +108,7 @@ async def test_an_agui_run_streams_the_prompt_the_calls_and_ends_on_its_requests
         assert [s["toolCallName"] for s in starts] == ["write_file", "write_file"]
         assert frames[-1].type == "RUN_FINISHED"
         _ids_increase(frames)
-        task = (await alice.get(f"{API}/tasks/thread-parallel")).json()
+        task = await stored(alice, "thread-parallel")
         assert task["status"] == "Paused"
         waiting = {p["request_id"]: p["tool_call_id"] for p in task["pending"]}
         found = interrupts(frames)
