@@ -1,18 +1,20 @@
 // The official AG-UI client (@ag-ui/client's HttpAgent) holding one conversation with a hosted
 // signoff agent: it sends the prompt, receives the run's interrupt, waits for a line on stdin
 // (the test checks the request is pending meanwhile), then resumes with an approval through
-// the client's own resume mechanism and reads the reply.
+// the client's own resume mechanism and reads the reply; then it follows up with one more
+// message in the same thread, as a chat would.
 //
-//   node client.mjs RUNS_URL TOKEN PROMPT
+//   node client.mjs RUNS_URL TOKEN PROMPT FOLLOW_UP
 //
-// stdout: one JSON line after each run ({"phase": "interrupted" | "done", ...}); on a failure
+// stdout: one JSON line after each run ({"phase": "interrupted" | "done" | "followed", ...});
+// on a failure
 // one {"phase": "error", "message"} line and exit code 1. Everything the client warns about
 // (it strips and reports what the protocol does not describe) is in the lines as "warnings".
 
 import { createInterface } from "node:readline";
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";
 
-const [url, token, prompt] = process.argv.slice(2);
+const [url, token, prompt, followUp] = process.argv.slice(2);
 
 const warnings = [];
 for (const level of ["warn", "error"]) {
@@ -88,6 +90,17 @@ async function main() {
     pending: agent.pendingInterrupts.map((i) => i.id),
     messages: agent.messages.map((m) => ({ role: m.role, content: m.content ?? null })),
     error: second.error,
+  });
+
+  agent.addMessage({ id: "user-2", role: "user", content: followUp });
+  const third = await run(agent, {});
+  say({
+    phase: "followed",
+    threadId: agent.threadId,
+    events: third.events,
+    outcome: third.outcome,
+    finalText: lastAssistantText(agent.messages),
+    error: third.error,
   });
   process.exit(0);
 }

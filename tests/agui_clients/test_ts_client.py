@@ -4,7 +4,8 @@
 ``client.mjs`` asks the agent to write a file as a person (a person's token in the client's
 headers), receives the run's interrupt, and, once this test has seen the request pending,
 approves it through the client's own resume mechanism (``RunAgentInput.resume``, pydantic-ai's
-``{"approved": true}`` payload) and reads the reply. What the client saw comes back as JSON.
+``{"approved": true}`` payload) and reads the reply, then sends a follow-up message in the same
+thread. What the client saw comes back as JSON.
 
 The npm package (pinned with its dependencies by ``package-lock.json`` here) is installed
 once into ``.cache/npm-agui`` (ignored by git). Without node and npm the module is skipped,
@@ -41,6 +42,9 @@ NODE_MAJOR = 18
 """The client needs the fetch and web streams node 18 brought."""
 
 PROMPT = "create notes.md saying hello"
+
+FOLLOW_UP = "what else can you do?"
+"""A message the demo model answers with text alone (no call to approve)."""
 
 STEP_TIMEOUT = 60.0
 """Seconds one run through the client may take before the test gives up on it."""
@@ -105,9 +109,9 @@ def client_script() -> Path:
 class Conversation:
     """``client.mjs`` running: one JSON line per run, resumed when told."""
 
-    def __init__(self, script: Path, server: Server, token: str, prompt: str) -> None:
+    def __init__(self, script: Path, server: Server, token: str) -> None:
         self.process = subprocess.Popen(
-            ["node", str(script), runs_url(server), token, prompt],
+            ["node", str(script), runs_url(server), token, PROMPT, FOLLOW_UP],
             cwd=script.parent,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -172,7 +176,7 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
 ) -> None:
     """HttpAgent's run ends in an interrupt naming the pending request; its resume approves
     it as the token's person; the file is written once and the client reads the reply."""
-    conversation = Conversation(client_script, server, person, PROMPT)
+    conversation = Conversation(client_script, server, person)
     try:
         first = conversation.next_run()
         assert first["error"] is None, first
@@ -195,6 +199,7 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
 
         conversation.resume()
         done = conversation.next_run()
+        followed = conversation.next_run()
     finally:
         conversation.close()
 
@@ -221,3 +226,9 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
     audit = _get(server, admin, "/audit", request_id=interrupt["id"])["items"]
     decisions = [(e["actor"], e["to_status"]) for e in audit if e["action"] == "decide"]
     assert decisions == [("alice", "approved")], audit
+
+    assert followed["error"] is None and followed["outcome"] == "success", followed
+    assert followed["threadId"] == first["threadId"]
+    assert followed["finalText"] != done["finalText"]
+    task = _get(server, person, f"/tasks/{first['threadId']}")
+    assert task["status"] == "Completed" and task["output"] == followed["finalText"], task
