@@ -36,7 +36,9 @@ def calling(command):
             if isinstance(part, TextPart):
                 yield part.content
             else:
-                yield {0: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+                call = DeltaToolCall(part.tool_name, part.args_as_json_str(),
+                                     tool_call_id=part.tool_call_id)
+                yield {0: call}
 
     agent = Agent(FunctionModel(respond, stream_function=stream))
 
