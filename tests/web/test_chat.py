@@ -6,93 +6,36 @@ tools in a temporary workspace, so "the tool ran" is a file on disk.
 
 from __future__ import annotations
 
-import os
-import re
-import signal
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, free_port, start_server
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, need_chromium, sign_in
+from tests.serving import bearer
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
+from tests.web.chat_serving import (
+    DECIDED,
+    DEMO,
+    Chat,
+    box,
+    follow_up,
+    serve_chat,
+    settled,
+    signed_in,
+    start,
+    waiting_ids,
+)
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page
-
-AGENT = "demo=signoff.chat.hosted:agent"
-POLICY = '[tools]\nneed_approval = ["write_file"]\n'
-"""People decide file writes; the agent's questions to a person are not gated before they ask."""
-DECIDED = ":not([data-status=pending])"
-"""A box whose request was decided (approved, then executing and completed as it runs)."""
-
-
-@dataclass
-class Chat:
-    """The module's server, its workspace, and the people who use it."""
-
-    server: Server
-    home: Path
-    tokens: dict[str, str]
-
-    @property
-    def workspace(self) -> Path:
-        """Where the agent's file tools work."""
-        return self.home / "workspace"
-
-    def crash_and_restart(self) -> None:
-        """``kill -9`` the server, then start it again on its database and port."""
-        port = int(self.server.base.rsplit(":", 1)[1])
-        self.server.process.send_signal(signal.SIGKILL)
-        self.server.process.communicate(timeout=20)
-        self.server = start_server(
-            self.server.db, port, self.server.env, "--agent", AGENT, cwd=str(self.home)
-        )
-
-    def api(self, person: str) -> httpx.Client:
-        """An HTTP client acting as ``person``."""
-        return httpx.Client(
-            base_url=self.server.base + API, headers=bearer(self.tokens[person]), timeout=30
-        )
-
-    def task(self, person: str, task_id: str) -> dict[str, Any]:
-        """The task as the API shows it to ``person``."""
-        with self.api(person) as client:
-            got: dict[str, Any] = client.get(f"/tasks/{task_id}").json()
-            return got
+    from playwright.sync_api import Browser, Page
 
 
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
-    """One server for the module, hosting the demo agent, with two people besides the admin."""
-    need_chromium()
-    home = tmp_path_factory.mktemp("chat")
-    (home / "workspace").mkdir()
-    (home / ".signoff").mkdir()
-    (home / ".signoff" / "tools.toml").write_text(POLICY)
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(home),
-        "SIGNOFF_WORKSPACE": str(home / "workspace"),
-    }
-    db = f"sqlite:///{home / 'serve.db'}"
-    server = start_server(db, free_port(), env, "--agent", AGENT, cwd=str(home))
-    tokens: dict[str, str] = {}
-    for name in ("alice", "bob"):
-        made = server.cli("token", "create", name, "--role", "approver")
-        assert made.returncode == 0, made.stderr
-        tokens[name] = made.stdout.strip()
-    made = server.cli("token", "create", "bot", "--role", "agent")
-    tokens["bot"] = made.stdout.strip()
-    running = Chat(server, home, tokens)
-    yield running
-    if running.server.process.poll() is None:
-        running.server.stop()
+    """One server for the module, hosting the demo agent."""
+    yield from serve_chat(tmp_path_factory.mktemp("chat"), DEMO)
 
 
 @pytest.fixture(scope="module")
@@ -116,54 +59,6 @@ def alice(browser: Browser, chat: Chat) -> Iterator[Page]:
     yield page
     context.close()
     assert errors == [], errors
-
-
-def signed_in(context: BrowserContext, chat: Chat, person: str) -> Page:
-    """A new page in ``context``, signed in as ``person``."""
-    page = context.new_page()
-    sign_in(page, chat.server.base, chat.tokens[person])
-    return page
-
-
-def start(page: Page, chat: Chat, prompt: str | None) -> str:
-    """Start a conversation with the demo agent from /chat (``prompt`` None: send what the
-    open /chat page's box holds); its task id."""
-    if prompt is not None:
-        page.goto(f"{chat.server.base}/chat")
-        page.fill("[data-role=message]", prompt)
-    page.wait_for_selector("[data-role=agent] option[value=demo]", state="attached")
-    page.select_option("[data-role=agent]", "demo")
-    page.press("[data-role=message]", "Enter")
-    page.wait_for_url(re.compile(r".*/chat/task_[\w-]+$"))
-    return page.url.rsplit("/", 1)[1]
-
-
-def follow_up(page: Page, prompt: str) -> None:
-    """Send a follow-up message under a Completed conversation."""
-    page.wait_for_selector("[data-role=task-status][data-status=Completed]")
-    page.fill("form.composer [data-role=message]", prompt)
-    page.press("form.composer [data-role=message]", "Enter")
-    page.wait_for_selector("[data-role=task-status][data-status=Running]", state="attached")
-
-
-def waiting_ids(chat: Chat, person: str, task_id: str, count: int) -> list[str]:
-    """The request ids the task waits on, once it waits on ``count`` of them."""
-    for _ in range(200):
-        task = chat.task(person, task_id)
-        if task["status"] == "Paused" and len(task["pending"]) == count:
-            return [p["request_id"] for p in task["pending"]]
-        time.sleep(0.05)
-    raise AssertionError(f"the task did not pause on {count} calls: {task}")
-
-
-def box(request_id: str) -> str:
-    """The selector of one request's inline box."""
-    return f'.box[data-request="{request_id}"] article.card'
-
-
-def settled(page: Page) -> None:
-    """Wait until the conversation's last run completed and its reply is on the page."""
-    page.wait_for_selector("[data-role=task-status][data-status=Completed]")
 
 
 def test_approve_edit_and_reject_inline(alice: Page, chat: Chat) -> None:

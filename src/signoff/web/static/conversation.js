@@ -41,12 +41,15 @@ export function conversationView(root, taskId) {
   let current = null; // the status the stream last showed
   let focused = null;
   let reader = null;
+  let seen = 0; // events read so far
 
   const followUp = composer({
     label: "follow-up message", placeholder: "Reply to continue the conversation", button: "Send",
     send: async (content) => {
+      const before = seen;
       await api("POST", `/tasks/${path}/messages`, { content });
-      setStatus("Running");
+      // an open stream may have brought the new run's events first: they say where it is
+      if (seen === before) setStatus("Running");
       reader.restart();
     },
   });
@@ -166,6 +169,7 @@ export function conversationView(root, taskId) {
   // --- the stream -----------------------------------------------------------------------
 
   const onEvent = (e) => {
+    seen += 1;
     switch (e.type) {
       case "RUN_STARTED":
         setStatus("Running");

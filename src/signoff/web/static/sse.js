@@ -1,6 +1,6 @@
-// A reader of a server-sent event stream over fetch(): EventSource cannot send the CSRF-free
-// same-origin request with our Accept header and a Last-Event-ID of our choosing after a
-// drop, and it reconnects forever even when the server ended the stream on purpose.
+// A reader of a server-sent event stream over fetch(): EventSource cannot start from a
+// Last-Event-ID of our choosing, and it reconnects forever even when the server ended the
+// stream on purpose (a finished conversation).
 
 import { parseJson } from "./api.js";
 
@@ -54,6 +54,7 @@ export function readStream(url, { after = null, onEvent, onState = () => {}, isL
   let controller = null;
   let running = false;
   let stopped = false;
+  let wanted = false; // a restart asked for while reading: read on even if the stream ends
 
   const once = async () => {
     controller = new AbortController();
@@ -104,6 +105,7 @@ export function readStream(url, { after = null, onEvent, onState = () => {}, isL
         how = stopped ? "ended" : "dropped";
       }
       if (how === "refused") break;
+      if (how === "ended" && wanted) { wanted = false; continue; }
       if (how === "ended") { onState("ended"); break; }
       if (stopped) break;
       onState("reconnecting");
@@ -118,8 +120,8 @@ export function readStream(url, { after = null, onEvent, onState = () => {}, isL
     stop() { stopped = true; controller?.abort(); },
     restart() {
       if (stopped) return;
-      if (running) { controller?.abort(); return; } // the loop reconnects from the last id
-      loop();
+      if (running) wanted = true; // the open stream may carry on; if it ends, read on from the last id
+      else loop();
     },
     lastId: () => last,
   };

@@ -1,0 +1,145 @@
+"""A real ``signoff serve --agent`` for the web chat's browser tests, and the steps they share.
+
+The server hosts its agents with their file tools in ``home/workspace`` (so "the tool ran" is
+a file on disk) under a policy that asks people about ``write_file`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from signoff.server.app import API
+from tests.serving import Server, bearer, free_port, start_server
+from tests.web.browser import need_chromium, sign_in
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, Page
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = "demo=signoff.chat.hosted:agent"
+POLICY = '[tools]\nneed_approval = ["write_file"]\n'
+"""People decide file writes; the agent's questions to a person are not gated before they ask."""
+DECIDED = ":not([data-status=pending])"
+"""A box whose request was decided (approved, then executing and completed as it runs)."""
+
+
+@dataclass
+class Chat:
+    """A server hosting agents, its workspace, and the people who use it."""
+
+    server: Server
+    home: Path
+    agents: tuple[str, ...]
+    tokens: dict[str, str]
+
+    @property
+    def workspace(self) -> Path:
+        """Where the agent's file tools work."""
+        return self.home / "workspace"
+
+    def crash_and_restart(self) -> None:
+        """``kill -9`` the server, then start it again on its database and port."""
+        port = int(self.server.base.rsplit(":", 1)[1])
+        self.server.process.send_signal(signal.SIGKILL)
+        self.server.process.communicate(timeout=20)
+        self.server = _serve(self.server.db, port, self.server.env, self.agents, self.home)
+
+    def api(self, person: str) -> httpx.Client:
+        """An HTTP client acting as ``person``."""
+        return httpx.Client(
+            base_url=self.server.base + API, headers=bearer(self.tokens[person]), timeout=30
+        )
+
+    def task(self, person: str, task_id: str) -> dict[str, Any]:
+        """The task as the API shows it to ``person``."""
+        with self.api(person) as client:
+            got: dict[str, Any] = client.get(f"/tasks/{task_id}").json()
+            return got
+
+
+def _serve(db: str, port: int, env: dict[str, str], agents: tuple[str, ...], home: Path) -> Server:
+    options = [option for agent in agents for option in ("--agent", agent)]
+    return start_server(db, port, env, *options, cwd=str(home))
+
+
+def serve_chat(home: Path, *agents: str) -> Iterator[Chat]:
+    """Yield ``signoff serve --agent AGENT...`` on its own SQLite file in ``home``, with
+    approvers alice and bob and an agent token bot; stopped at the end."""
+    need_chromium()
+    (home / "workspace").mkdir()
+    (home / ".signoff").mkdir()
+    (home / ".signoff" / "tools.toml").write_text(POLICY)
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(home),
+        "SIGNOFF_WORKSPACE": str(home / "workspace"),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    server = _serve(f"sqlite:///{home / 'serve.db'}", free_port(), env, agents, home)
+    tokens: dict[str, str] = {}
+    for name, role in (("alice", "approver"), ("bob", "approver"), ("bot", "agent")):
+        made = server.cli("token", "create", name, "--role", role)
+        assert made.returncode == 0, made.stderr
+        tokens[name] = made.stdout.strip()
+    running = Chat(server, home, agents, tokens)
+    yield running
+    if running.server.process.poll() is None:
+        running.server.stop()
+
+
+def signed_in(context: BrowserContext, chat: Chat, person: str) -> Page:
+    """A new page in ``context``, signed in as ``person``."""
+    page = context.new_page()
+    sign_in(page, chat.server.base, chat.tokens[person])
+    return page
+
+
+def start(page: Page, chat: Chat, prompt: str | None, agent: str = "demo") -> str:
+    """Start a conversation with ``agent`` from /chat (``prompt`` None: send what the open
+    /chat page's box holds); its task id."""
+    if prompt is not None:
+        page.goto(f"{chat.server.base}/chat")
+        page.fill("[data-role=message]", prompt)
+    page.wait_for_selector(f"[data-role=agent] option[value={agent}]", state="attached")
+    page.select_option("[data-role=agent]", agent)
+    page.press("[data-role=message]", "Enter")
+    page.wait_for_url(re.compile(r".*/chat/task_[\w-]+$"))
+    return page.url.rsplit("/", 1)[1]
+
+
+def follow_up(page: Page, prompt: str) -> None:
+    """Send a follow-up message under a Completed conversation."""
+    page.wait_for_selector("[data-role=task-status][data-status=Completed]")
+    sent = page.locator("[data-role=message-user]").count()
+    page.fill("form.composer [data-role=message]", prompt)
+    page.press("form.composer [data-role=message]", "Enter")
+    page.locator("[data-role=message-user]").nth(sent).wait_for()
+
+
+def waiting_ids(chat: Chat, person: str, task_id: str, count: int) -> list[str]:
+    """The request ids the task waits on, once it waits on ``count`` of them."""
+    for _ in range(200):
+        task = chat.task(person, task_id)
+        if task["status"] == "Paused" and len(task["pending"]) == count:
+            return [p["request_id"] for p in task["pending"]]
+        time.sleep(0.05)
+    raise AssertionError(f"the task did not pause on {count} calls: {task}")
+
+
+def box(request_id: str) -> str:
+    """The selector of one request's inline box."""
+    return f'.box[data-request="{request_id}"] article.card'
+
+
+def settled(page: Page) -> None:
+    """Wait until the conversation's last run completed and its reply is on the page."""
+    page.wait_for_selector("[data-role=task-status][data-status=Completed]")
