@@ -20,6 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository."""
+DEMO = "demo=signoff.chat.hosted:agent"
+"""The ``--agent`` option hosting the demo chat agent as ``demo``."""
+
 
 def free_port() -> int:
     """A TCP port nobody listens on right now."""
@@ -115,6 +120,35 @@ def serve_for_module(home: Path) -> Iterator[Server]:
     yield running
     if running.process.poll() is None:
         running.stop()
+
+
+def serve_hosted(
+    home: Path,
+    *agents: str,
+    tools_toml: str | None = None,
+    workspace: Path | None = None,
+    port: int | None = None,
+) -> tuple[Server, Path]:
+    """Start ``signoff serve --agent NAME=MODULE:ATTR...`` on its own SQLite file in ``home``
+    (also its ``XDG_CONFIG_HOME`` and working directory, so ``tools_toml``, when given, is its
+    only policy), its agents' files in ``workspace`` (``$SIGNOFF_WORKSPACE``, default
+    ``home/workspace``), the repository on its ``PYTHONPATH`` (agents under tests/ import);
+    ``port`` starts it again on the same database. The server and the workspace."""
+    workspace = workspace or home / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    if tools_toml is not None:
+        (home / ".signoff").mkdir(exist_ok=True)
+        (home / ".signoff" / "tools.toml").write_text(tools_toml)
+    environment = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(home),
+        "SIGNOFF_WORKSPACE": str(workspace),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    options = [option for agent in agents for option in ("--agent", agent)]
+    db = f"sqlite:///{home / 'serve.db'}"
+    server = start_server(db, port or free_port(), environment, *options, cwd=str(home))
+    return server, workspace
 
 
 @contextlib.asynccontextmanager

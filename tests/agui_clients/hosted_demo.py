@@ -7,14 +7,13 @@ can see on disk whether a gated call really ran, and how often.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from signoff.server.app import API
-from tests.serving import Server, free_port, start_server
+from tests.serving import DEMO, Server, serve_hosted
 
-AGENT = "demo"
+AGENT = DEMO.partition("=")[0]
 """The name the server hosts the demo chat agent under."""
 
 
@@ -23,19 +22,11 @@ def runs_url(server: Server) -> str:
     return f"{server.base}{API}/agents/{AGENT}/runs"
 
 
-def serve_demo(home: Path, workspace: Path) -> Iterator[Server]:
-    """Yield ``signoff serve --agent demo=signoff.chat.hosted:agent`` on its own SQLite file in
-    ``home`` (also its ``XDG_CONFIG_HOME``), writing files into ``workspace``; for a module
-    fixture."""
-    workspace.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "SIGNOFF_WORKSPACE": str(workspace)}
-    running = start_server(
-        f"sqlite:///{home / 'serve.db'}",
-        free_port(),
-        env,
-        "--agent",
-        f"{AGENT}=signoff.chat.hosted:agent",
-    )
-    yield running
-    if running.process.poll() is None:
-        running.stop()
+def serve_demo(home: Path, workspace: Path | None = None) -> Iterator[Server]:
+    """Yield ``signoff serve`` hosting the demo chat agent as :data:`AGENT` on its own SQLite
+    file in ``home``, writing files into ``workspace`` (default ``home/workspace``); for a
+    module fixture."""
+    server, _ = serve_hosted(home, DEMO, workspace=workspace)
+    yield server
+    if server.process.poll() is None:
+        server.stop()

@@ -139,8 +139,7 @@ def _record(http: httpx.Client, method: str, url: str, into: Path, **kwargs: Any
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The module's ``signoff serve`` hosting the demo chat agent."""
-    home = tmp_path_factory.mktemp("agui-conformance")
-    yield from serve_demo(home, home / "workspace")
+    yield from serve_demo(tmp_path_factory.mktemp("agui-conformance"))
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ response (parallel calls); ``choose`` asks a person to pick a colour; anything e
 reply naming every prompt of the conversation so far (so a follow-up shows the model saw the
 earlier turns). Once tools have answered, it replies ``done:`` and each tool's result (a
 denial's text included). Text is streamed a word at a time. ``write_file`` writes into
-``$AGUI_TEST_WORKSPACE`` and logs each run in ``runs.log`` there, so a test sees on disk
+``$SIGNOFF_WORKSPACE`` and logs each run in ``runs.log`` there, so a test sees on disk
 whether, and with which arguments, the tool really ran.
 """
 
@@ -32,7 +32,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 
 from signoff.integrations.pydantic_ai.human import deferred_human_toolset
 
-WORKSPACE = Path(os.environ.get("AGUI_TEST_WORKSPACE", "."))
+WORKSPACE = Path(os.environ.get("SIGNOFF_WORKSPACE", "."))
 COLOURS = ["red", "blue"]
 """The options ``choose`` offers."""
 

@@ -13,9 +13,7 @@ from typing import Any
 import httpx
 
 from signoff.server.app import API
-from tests.serving import Server, free_port, start_server
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.serving import Server, serve_hosted
 
 
 @dataclass(frozen=True)
@@ -52,24 +50,8 @@ class Chat:
 def serve_chat(home: Path, tools_toml: str | None = None) -> Iterator[Chat]:
     """Yield ``signoff serve --agent chat=tests.server.agui_agent:agent`` on its own SQLite
     file in ``home`` (with ``tools_toml`` as its policy if given); stopped at the end."""
-    workspace = home / "workspace"
-    workspace.mkdir()
-    if tools_toml is not None:
-        (home / ".signoff").mkdir()
-        (home / ".signoff" / "tools.toml").write_text(tools_toml)
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(home),
-        "AGUI_TEST_WORKSPACE": str(workspace),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    server = start_server(
-        f"sqlite:///{home / 'serve.db'}",
-        free_port(),
-        env,
-        "--agent",
-        "chat=tests.server.agui_agent:agent",
-        cwd=str(home),
+    server, workspace = serve_hosted(
+        home, "chat=tests.server.agui_agent:agent", tools_toml=tools_toml
     )
     assert server.admin_token is not None
     yield Chat(server, workspace, {"admin": server.admin_token})

@@ -6,7 +6,6 @@ a file on disk) under a policy that asks people about ``write_file`` only.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import time
@@ -18,14 +17,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, bearer, serve_hosted
 from tests.web.browser import need_chromium, sign_in
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page
 
-ROOT = Path(__file__).resolve().parents[2]
-DEMO = "demo=signoff.chat.hosted:agent"
 POLICY = '[tools]\nneed_approval = ["write_file"]\n'
 """People decide file writes; the agent's questions to a person are not gated before they ask."""
 DECIDED = ":not([data-status=pending])"
@@ -39,19 +36,16 @@ class Chat:
     server: Server
     home: Path
     agents: tuple[str, ...]
+    workspace: Path
+    """Where the agents' file tools work."""
     tokens: dict[str, str]
-
-    @property
-    def workspace(self) -> Path:
-        """Where the agent's file tools work."""
-        return self.home / "workspace"
 
     def crash_and_restart(self) -> None:
         """``kill -9`` the server, then start it again on its database and port."""
         port = int(self.server.base.rsplit(":", 1)[1])
         self.server.process.send_signal(signal.SIGKILL)
         self.server.process.communicate(timeout=20)
-        self.server = _serve(self.server.db, port, self.server.env, self.agents, self.home)
+        self.server, _ = serve_hosted(self.home, *self.agents, tools_toml=POLICY, port=port)
 
     def api(self, person: str) -> httpx.Client:
         """An HTTP client acting as ``person``."""
@@ -66,31 +60,17 @@ class Chat:
             return got
 
 
-def _serve(db: str, port: int, env: dict[str, str], agents: tuple[str, ...], home: Path) -> Server:
-    options = [option for agent in agents for option in ("--agent", agent)]
-    return start_server(db, port, env, *options, cwd=str(home))
-
-
 def serve_chat(home: Path, *agents: str) -> Iterator[Chat]:
     """Yield ``signoff serve --agent AGENT...`` on its own SQLite file in ``home``, with
     approvers alice and bob and an agent token bot; stopped at the end."""
     need_chromium()
-    (home / "workspace").mkdir()
-    (home / ".signoff").mkdir()
-    (home / ".signoff" / "tools.toml").write_text(POLICY)
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(home),
-        "SIGNOFF_WORKSPACE": str(home / "workspace"),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    server = _serve(f"sqlite:///{home / 'serve.db'}", free_port(), env, agents, home)
+    server, workspace = serve_hosted(home, *agents, tools_toml=POLICY)
     tokens: dict[str, str] = {}
     for name, role in (("alice", "approver"), ("bob", "approver"), ("bot", "agent")):
         made = server.cli("token", "create", name, "--role", role)
         assert made.returncode == 0, made.stderr
         tokens[name] = made.stdout.strip()
-    running = Chat(server, home, agents, tokens)
+    running = Chat(server, home, agents, workspace, tokens)
     yield running
     if running.server.process.poll() is None:
         running.server.stop()

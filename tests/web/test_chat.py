@@ -13,11 +13,10 @@ import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.serving import bearer
+from tests.serving import DEMO, bearer
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 from tests.web.chat_serving import (
     DECIDED,
-    DEMO,
     Chat,
     box,
     follow_up,
