@@ -9,8 +9,6 @@ rejection's reason included). Text is streamed a word at a time.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pydantic_ai import Agent
@@ -23,10 +21,11 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 
 from signoff.chat.agent import chat_tools
 from signoff.integrations.pydantic_ai.human import deferred_human_toolset
+from tests.streaming_models import streaming
 
 ARGS = "<img src=x onerror=alert('args')>"
 QUESTION = "<svg onload=alert('question')>Which?"
@@ -50,33 +49,12 @@ def _reply(messages: list[ModelMessage]) -> list[ModelResponsePart]:
     ]
 
 
-async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=_reply(messages))
 
 
-async def _stream(
-    messages: list[ModelMessage], info: AgentInfo
-) -> AsyncIterator[str | DeltaToolCalls]:
-    parts = _reply(messages)
-    calls = [part for part in parts if isinstance(part, ToolCallPart)]
-    if calls:
-        yield {
-            index: DeltaToolCall(
-                name=call.tool_name,
-                json_args=call.args_as_json_str(),
-                tool_call_id=call.tool_call_id,
-            )
-            for index, call in enumerate(calls)
-        }
-        return
-    for part in parts:
-        if isinstance(part, TextPart):
-            for word in re.findall(r"\s*\S+", part.content):
-                yield word
-
-
 agent: Agent[None, str] = Agent(
-    FunctionModel(_respond, stream_function=_stream),
+    streaming(_respond),
     toolsets=[
         chat_tools(Path(os.environ.get("SIGNOFF_WORKSPACE", ".")).resolve()),
         deferred_human_toolset(),

@@ -12,8 +12,6 @@ whether, and with which arguments, the tool really ran.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pydantic_ai import Agent
@@ -28,9 +26,10 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 
 from signoff.integrations.pydantic_ai.human import deferred_human_toolset
+from tests.streaming_models import streaming
 
 WORKSPACE = Path(os.environ.get("SIGNOFF_WORKSPACE", "."))
 COLOURS = ["red", "blue"]
@@ -76,28 +75,7 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=_reply(messages))
 
 
-async def _stream(
-    messages: list[ModelMessage], info: AgentInfo
-) -> AsyncIterator[str | DeltaToolCalls]:
-    parts = _reply(messages)
-    calls = [part for part in parts if isinstance(part, ToolCallPart)]
-    if calls:
-        yield {
-            index: DeltaToolCall(
-                name=call.tool_name,
-                json_args=call.args_as_json_str(),
-                tool_call_id=call.tool_call_id,
-            )
-            for index, call in enumerate(calls)
-        }
-        return
-    for part in parts:
-        if isinstance(part, TextPart):
-            for word in re.findall(r"\s*\S+", part.content):
-                yield word
-
-
-agent = Agent(FunctionModel(_respond, stream_function=_stream), toolsets=[deferred_human_toolset()])
+agent = Agent(streaming(_respond), toolsets=[deferred_human_toolset()])
 """The agent the tests host as ``chat``."""
 
 
