@@ -20,6 +20,7 @@ from tests.server.agui_agent import runs
 from tests.server.agui_serving import (
     Chat,
     interrupts,
+    lines_until_ended,
     post_run,
     resolved,
     run_input,
@@ -232,20 +233,12 @@ async def test_a_revoked_token_ends_its_stream(chat: Chat) -> None:
         api_as(chat.server, carol) as follower,
         api_as(chat.server, chat.tokens["admin"]) as admin,
     ):
-        url = f"{API}/tasks/attack-revoke/stream"
-        async with follower.stream("GET", url) as got:
-            assert got.status_code == 200
-            lines: list[str] = []
 
-            async def read() -> None:
-                async for line in got.aiter_lines():
-                    lines.append(line)
-
-            reading = asyncio.create_task(read())
-            await asyncio.sleep(0.3)
+        async def revoke() -> None:
             tokens = (await admin.get(f"{API}/tokens")).json()["items"]
             (token_id,) = [t["id"] for t in tokens if t["name"] == "carol"]
             revoked = await admin.post(f"{API}/tokens/{token_id}/revoke")
             assert revoked.status_code == 200, revoked.text
-            await asyncio.wait_for(reading, 10)
+
+        lines = await lines_until_ended(follower, f"{API}/tasks/attack-revoke/stream", revoke)
         assert any(line.startswith(": stream ended:") for line in lines), lines

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,31 @@ async def post_run(
     """POST a run and read its whole event stream."""
     async with http.stream("POST", f"{API}/agents/{agent}/runs", json=body, headers=headers) as got:
         return await read_frames(got)
+
+
+async def lines_until_ended(
+    http: httpx.AsyncClient,
+    url: str,
+    end: Callable[[], Awaitable[object]],
+    *,
+    after: str | None = None,
+) -> list[str]:
+    """Every line of the stream at ``url`` (after event id ``after``) until the server ends
+    it, ``end`` done once it is read (the server must end it within 10 s)."""
+    headers = {"Last-Event-ID": after} if after is not None else {}
+    async with http.stream("GET", url, headers=headers) as got:
+        assert got.status_code == 200
+        lines: list[str] = []
+
+        async def read() -> None:
+            async for line in got.aiter_lines():
+                lines.append(line)
+
+        reading = asyncio.create_task(read())
+        await asyncio.sleep(0.3)
+        await end()
+        await asyncio.wait_for(reading, 10)
+    return lines
 
 
 def ended(frame: Frame) -> bool:

@@ -18,6 +18,7 @@ from tests.server.agui_serving import (
     Chat,
     Frame,
     interrupts,
+    lines_until_ended,
     order,
     post_run,
     read_frames,
@@ -351,18 +352,11 @@ async def test_a_stopping_server_ends_its_streams(chat: Chat) -> None:
     exits promptly (this test stops the module's server, so it runs last)."""
     async with api_as(chat.server, chat.person("alice")) as alice:
         first = await _paused(alice, "thread-stop", "write stop.txt=s")
-        url = f"{API}/tasks/thread-stop/stream"
-        async with alice.stream("GET", url, headers={"Last-Event-ID": str(first[-1].id)}) as got:
-            assert got.status_code == 200
-            lines: list[str] = []
 
-            async def read() -> None:
-                async for line in got.aiter_lines():
-                    lines.append(line)
-
-            reading = asyncio.create_task(read())
-            await asyncio.sleep(0.3)
+        async def stop() -> None:
             chat.server.process.terminate()
-            await asyncio.wait_for(reading, 10)
+
+        url = f"{API}/tasks/thread-stop/stream"
+        lines = await lines_until_ended(alice, url, stop, after=first[-1].id)
         assert ": stream ended: the server is stopping" in lines
         chat.server.process.communicate(timeout=10)
