@@ -20,7 +20,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from signoff.bus.local import LocalBus
 from signoff.domain.policies import Policy
@@ -354,3 +354,13 @@ async def test_a_client_named_task_id_is_used_once(host: Host) -> None:
         await host.runner.begin("chat", "again", BOB, task_id="t-1")
     with pytest.raises(InvalidRequest):
         await host.runner.begin("chat", "hi", APPROVER, task_id="no spaces")
+
+
+async def test_a_function_model_that_cannot_stream_sends_its_answer_whole(host: Host) -> None:
+    """A FunctionModel without a stream_function still runs as a task: one CONTENT delta."""
+    answer = ModelResponse(parts=[TextPart("whole answer")])
+    host.runner.agents["plain"] = Agent(FunctionModel(lambda messages, info: answer))
+    task = await settled(host, await host.runner.begin("plain", "hi", APPROVER))
+    assert task.status == "Completed" and task.output == "whole answer"
+    reply = [e.data["delta"] for e in task.events[4:] if e.data["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert reply == ["whole answer"]

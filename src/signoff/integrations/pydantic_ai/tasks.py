@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
@@ -72,6 +73,12 @@ try:
         ToolReturnPart,
         UserPromptPart,
     )
+    from pydantic_ai.models.function import (
+        AgentInfo,
+        DeltaToolCall,
+        DeltaToolCalls,
+        FunctionModel,
+    )
     from pydantic_core import to_jsonable_python
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -94,6 +101,39 @@ def _check_prompt(prompt: str) -> None:
 
 def _new_run_id() -> str:
     return f"run_{uuid.uuid4().hex}"
+
+
+def _streaming(agent: Agent[Any, Any]) -> FunctionModel | None:
+    """A stand-in for a FunctionModel that cannot stream: its answers, streamed whole.
+
+    A task streams its agent's run; every provider's model streams, a FunctionModel only
+    with a ``stream_function``. None when the agent's model needs no stand-in.
+    """
+    model = agent.model
+    if not isinstance(model, FunctionModel) or model.stream_function is not None:
+        return None
+    answer = model.function
+    if answer is None:
+        return None
+
+    async def stream(
+        messages: list[ModelMessage], info: AgentInfo
+    ) -> AsyncIterator[str | DeltaToolCalls]:
+        response = answer(messages, info)
+        if inspect.isawaitable(response):
+            response = await response
+        calls: DeltaToolCalls = {}
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                calls[index] = DeltaToolCall(
+                    part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id
+                )
+        if calls:
+            yield calls
+
+    return FunctionModel(answer, stream_function=stream, model_name=model.model_name)
 
 
 def _messages_json(messages: Sequence[ModelMessage]) -> str:
@@ -525,6 +565,7 @@ class TaskRunner:
             deferred_tool_results=results,
             output_type=[agent.output_type, DeferredToolRequests],
             capabilities=[self._gate(task)],
+            model=_streaming(agent),
         )
         async with events as native:
 
