@@ -15,7 +15,6 @@ except in CI (``CI=true``), where it fails.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ import pytest
 
 from signoff.server.app import API
 from tests.agui_clients.hosted_demo import runs_url, serve_demo
+from tests.node import need_node
 from tests.serving import Server, bearer
 
 HERE = Path(__file__).resolve().parent
@@ -53,21 +53,6 @@ STEP_TIMEOUT = 60.0
 # --- the client -------------------------------------------------------------------------
 
 
-def _missing(reason: str) -> None:
-    """Skip for a developer without node; fail in CI, which must run this test."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: .ci/run installs nodejs and npm)")
-    pytest.skip(reason)
-
-
-def _node_major() -> int | None:
-    done = subprocess.run(
-        ["node", "--version"], capture_output=True, text=True, timeout=30, check=False
-    )
-    version = done.stdout.strip().lstrip("v").split(".")[0]
-    return int(version) if done.returncode == 0 and version.isdigit() else None
-
-
 def _installed() -> bool:
     """Whether the cache holds what ``package-lock.json`` pins (then npm is not asked)."""
     manifest = CACHE / "node_modules" / "@ag-ui" / "client" / "package.json"
@@ -82,11 +67,7 @@ def _installed() -> bool:
 @pytest.fixture(scope="module")
 def client_script() -> Path:
     """``client.mjs`` beside its installed ``node_modules`` (npm ci on first use only)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        _missing("node and npm are not installed (apt-get install nodejs npm)")
-    major = _node_major()
-    if major is None or major < NODE_MAJOR:
-        _missing(f"@ag-ui/client {CLIENT_VERSION} needs node {NODE_MAJOR}+, found {major}")
+    need_node(NODE_MAJOR, f"@ag-ui/client {CLIENT_VERSION}")
     CACHE.mkdir(parents=True, exist_ok=True)
     if not _installed():
         for name in ("package.json", "package-lock.json"):

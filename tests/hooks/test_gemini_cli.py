@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.node import need_node
 from tests.serving import Server, agent_token, bearer, free_port, start_server
 
 GEMINI_VERSION = "0.61.0"
@@ -51,21 +52,6 @@ Decide = Callable[[dict[str, Any]], dict[str, Any] | None]
 # --- the Gemini CLI -------------------------------------------------------------------
 
 
-def _missing(reason: str) -> None:
-    """Skip for a developer without node; fail in CI, which must run this test."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: .ci/run installs nodejs and npm)")
-    pytest.skip(reason)
-
-
-def _node_major() -> int | None:
-    done = subprocess.run(
-        ["node", "--version"], capture_output=True, text=True, timeout=30, check=False
-    )
-    version = done.stdout.strip().lstrip("v").split(".")[0]
-    return int(version) if done.returncode == 0 and version.isdigit() else None
-
-
 def _installed_version() -> str | None:
     manifest = CACHE / "node_modules" / "@google" / "gemini-cli" / "package.json"
     try:
@@ -78,11 +64,7 @@ def _installed_version() -> str | None:
 @pytest.fixture(scope="module")
 def gemini() -> Path:
     """The ``gemini`` executable, installed from npm into the cache on first use."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        _missing("node and npm are not installed (apt-get install nodejs npm)")
-    major = _node_major()
-    if major is None or major < NODE_MAJOR:
-        _missing(f"Gemini CLI {GEMINI_VERSION} needs node {NODE_MAJOR}+, found {major}")
+    need_node(NODE_MAJOR, f"Gemini CLI {GEMINI_VERSION}")
     binary = CACHE / "node_modules" / ".bin" / "gemini"
     if _installed_version() != GEMINI_VERSION or not binary.exists():
         package = f"@google/gemini-cli@{GEMINI_VERSION}"
