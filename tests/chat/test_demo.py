@@ -95,6 +95,15 @@ def agent_with(desk: Desk, *names: str) -> Agent[None, str]:
     return Agent(demo_model(), tools=desk.tools(*names))
 
 
+def gated_shell(desk: Desk) -> Agent[None, str | DeferredToolRequests]:
+    """An agent on the demo model with the desk's shell, which needs approval."""
+    return Agent(
+        demo_model(),
+        tools=[Tool(desk.shell, requires_approval=True)],
+        output_type=[str, DeferredToolRequests],
+    )
+
+
 def responses(messages: list[ModelMessage]) -> list[ModelResponse]:
     """The model's responses in a run's messages."""
     return [message for message in messages if isinstance(message, ModelResponse)]
@@ -326,11 +335,7 @@ async def test_streamed_run_matches_the_plain_run(desk: Desk) -> None:
 
 async def test_approval_pauses_the_run_with_the_shell_call(desk: Desk) -> None:
     """A tool that requires approval pauses the run with the demo's call in `.approvals`."""
-    agent = Agent(
-        demo_model(),
-        tools=[Tool(desk.shell, requires_approval=True)],
-        output_type=[str, DeferredToolRequests],
-    )
+    agent = gated_shell(desk)
     result = await agent.run("run ls -la")
     assert isinstance(result.output, DeferredToolRequests)
     (call,) = result.output.approvals
@@ -349,11 +354,7 @@ async def test_resumed_run_summarises_the_decision(
     desk: Desk, decision: bool | ToolDenied, expected: str
 ) -> None:
     """After approval the summary quotes the result; after a denial, the person's reason."""
-    agent = Agent(
-        demo_model(),
-        tools=[Tool(desk.shell, requires_approval=True)],
-        output_type=[str, DeferredToolRequests],
-    )
+    agent = gated_shell(desk)
     paused = await agent.run("run ls -la")
     assert isinstance(paused.output, DeferredToolRequests)
     (call,) = paused.output.approvals
