@@ -88,19 +88,36 @@ class HostedAgents(Protocol):
         session_id: str | None = None,
         task_id: str | None = None,
         run_id: str | None = None,
+        message_id: str | None = None,
     ) -> Task:
         """Create the task (id ``task_id`` when the client names its thread, else a new one)
         and start its first run in the background; returns it as created (Running).
 
-        A ``task_id`` already taken is InvalidTransition (409), nothing started."""
+        ``run_id`` and ``message_id`` (the client's) name the run and the prompt's message
+        in its events; None: the host makes them. A ``task_id`` already taken is
+        InvalidTransition (409), nothing started."""
         ...
 
     async def follow_up(
-        self, task_id: str, prompt: str, principal: Principal, *, run_id: str | None = None
+        self,
+        task_id: str,
+        prompt: str,
+        principal: Principal,
+        *,
+        run_id: str | None = None,
+        message_id: str | None = None,
     ) -> Task:
         """Continue a Completed task with a new message, keeping its history, in the
         background (Completed -> Running; InvalidTransition 409 for any other status; only
-        its user, TaskNotFound for whoever may not see it, NotAllowed for other readers)."""
+        its user, TaskNotFound for whoever may not see it, NotAllowed for other readers).
+        ``run_id`` and ``message_id`` as for :meth:`begin`."""
+        ...
+
+    def name_next_run(self, task_id: str, run_id: str | None) -> None:
+        """Give the next run the host starts for the task the client's ``run_id`` (its
+        RUN_STARTED and its end carry it): a resume's, told before its decisions are made
+        (None: forget a name the decisions did not use). Used once; a run another server
+        starts makes its own id."""
         ...
 
     def last_event_id(self, task: Task) -> str | None:

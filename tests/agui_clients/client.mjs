@@ -50,6 +50,11 @@ async function run(agent, parameters) {
   return { ...seen, result: result ?? null, newMessages };
 }
 
+/** The messages the client holds, as the test reads them. */
+function held(agent) {
+  return agent.messages.map((m) => ({ id: m.id, role: m.role, content: m.content ?? null }));
+}
+
 function lastAssistantText(messages) {
   const replies = messages.filter((m) => m.role === "assistant" && typeof m.content === "string");
   return replies.length > 0 ? replies[replies.length - 1].content : null;
@@ -67,6 +72,7 @@ async function main() {
     outcome: first.outcome,
     interrupts: first.interrupts,
     pending: agent.pendingInterrupts.map((i) => i.id),
+    messages: held(agent),
     error: first.error,
   });
 
@@ -88,7 +94,7 @@ async function main() {
     result: second.result,
     finalText: lastAssistantText(agent.messages),
     pending: agent.pendingInterrupts.map((i) => i.id),
-    messages: agent.messages.map((m) => ({ role: m.role, content: m.content ?? null })),
+    messages: held(agent),
     error: second.error,
   });
 
@@ -100,6 +106,7 @@ async function main() {
     events: third.events,
     outcome: third.outcome,
     finalText: lastAssistantText(agent.messages),
+    messages: held(agent),
     error: third.error,
   });
   process.exit(0);

@@ -149,6 +149,25 @@ def _get(server: Server, token: str, path: str, **params: str) -> Any:
     return response.json()
 
 
+def _said_by_user(said: dict[str, Any]) -> list[tuple[str, str]]:
+    """The user messages the client held after a run: (id, text)."""
+    return [(m["id"], m["content"]) for m in said["messages"] if m["role"] == "user"]
+
+
+def _replayed_user_messages(server: Server, token: str, thread: str) -> list[tuple[str, str]]:
+    """The user messages of the conversation's whole stream (GET /tasks/{id}/stream)."""
+    url = f"{server.base}{API}/tasks/{thread}/stream"
+    with httpx.stream("GET", url, headers=bearer(token), timeout=30) as got:
+        assert got.status_code == 200
+        events = [json.loads(line[5:]) for line in got.iter_lines() if line.startswith("data:")]
+    users = {e["messageId"] for e in events if e.get("role") == "user"}
+    return [
+        (e["messageId"], e["delta"])
+        for e in events
+        if e["type"] == "TEXT_MESSAGE_CONTENT" and e["messageId"] in users
+    ]
+
+
 # --- the test -----------------------------------------------------------------------------
 
 
@@ -156,7 +175,8 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
     client_script: Path, server: Server, person: str, admin: str, workspace: Path
 ) -> None:
     """HttpAgent's run ends in an interrupt naming the pending request; its resume approves
-    it as the token's person; the file is written once and the client reads the reply."""
+    it as the token's person; the file is written once and the client reads the reply; it
+    holds each message it sent once, and the conversation's stream has them."""
     conversation = Conversation(client_script, server, person)
     try:
         first = conversation.next_run()
@@ -166,8 +186,9 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
         assert first["pending"] == [interrupt["id"]]
         events = first["events"]
         assert events[0] == "RUN_STARTED" and events[-1] == "RUN_FINISHED", events
-        for kind in ("TEXT_MESSAGE_START", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"):
+        for kind in ("TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"):
             assert kind in events, events
+        assert "TEXT_MESSAGE_START" not in events, "an echo, or an empty assistant message"
         request = _get(server, person, f"/requests/{interrupt['id']}")
         assert request["status"] == "pending", request
         assert request["tool_name"] == "write_file", request
@@ -177,6 +198,7 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
         assert interrupt["metadata"]["signoff"]["requestId"] == interrupt["id"]
         assert "approve" in interrupt["metadata"]["signoff"]["actions"]
         assert not (workspace / "notes.md").exists()
+        assert _said_by_user(first) == [("user-1", PROMPT)], first["messages"]
 
         conversation.resume()
         done = conversation.next_run()
@@ -213,3 +235,9 @@ def test_the_official_client_is_interrupted_resumes_with_an_approval_and_reads_t
     assert followed["finalText"] != done["finalText"]
     task = _get(server, person, f"/tasks/{first['threadId']}")
     assert task["status"] == "Completed" and task["output"] == followed["finalText"], task
+    # the client holds each message it sent once (the server echoes none back); the
+    # conversation's own stream has both, under the client's ids
+    assert _said_by_user(done) == [("user-1", PROMPT)], done["messages"]
+    sent = [("user-1", PROMPT), ("user-2", FOLLOW_UP)]
+    assert _said_by_user(followed) == sent, followed["messages"]
+    assert _replayed_user_messages(server, person, first["threadId"]) == sent

@@ -159,6 +159,22 @@ async def test_a_hosted_reply_streams_as_several_agui_deltas(runner: TaskRunner)
     assert len(replies) > 5 and "".join(replies) == done.output
 
 
+async def test_a_turn_of_tool_calls_alone_sends_no_empty_assistant_message(
+    runner: TaskRunner,
+) -> None:
+    """The demo model's calls come with an empty text part: no TEXT_MESSAGE_START is sent
+    for it, and every text message that starts has content."""
+    paused = await runner.run("demo", "create notes.md saying hi", APPROVER)
+    assert paused.status == "Paused", paused.error
+    events = [event.data for event in paused.events]
+    kinds = [e["type"] for e in events]
+    assert kinds.index("TOOL_CALL_START") < kinds.index("RUN_FINISHED")
+    starts = [e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    said = {e["messageId"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT" and e["delta"]}
+    assert starts and set(starts) <= said
+    assert [e.get("role") for e in events if e["type"] == "TEXT_MESSAGE_START"] == ["user"]
+
+
 async def test_a_choice_pauses_the_conversation_and_the_model_gets_the_option(
     runner: TaskRunner,
 ) -> None:

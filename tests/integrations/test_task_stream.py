@@ -364,3 +364,43 @@ async def test_a_function_model_that_cannot_stream_sends_its_answer_whole(host: 
     assert task.status == "Completed" and task.output == "whole answer"
     reply = [e.data["delta"] for e in task.events[4:] if e.data["type"] == "TEXT_MESSAGE_CONTENT"]
     assert reply == ["whole answer"]
+
+
+async def test_a_run_end_reaches_a_follower_once_the_task_is_stored_as_it_ended(
+    host: Host,
+) -> None:
+    """A follower that reads RUN_FINISHED finds the task Paused (or Completed) at once, so a
+    client may answer the interrupt or send its next message as soon as it sees the end."""
+    for agent, status in (("one", "Paused"), ("chat", "Completed")):
+        task = await host.runner.begin(agent, "go", APPROVER)
+        async for event in host.runner.follow(task, None, until="run"):
+            if event.data["type"] == "RUN_FINISHED":
+                stored = await host.service.get_task(task.id)
+                assert (stored.status, stored.events[-1]) == (status, event), agent
+
+
+async def test_only_signoffs_own_human_tools_are_not_gated(tmp_path: Path) -> None:
+    """With no tools.toml (every tool gated), the deferred choice files its choice alone;
+    another toolset's tool that takes its name is gated as an approval, as any tool."""
+    store = SQLiteStore(tmp_path / "signoff.db")
+    await store.open()
+    service = Service(store, bus=LocalBus(), policy=Policy([]), read_file=None)
+    ours = Model(list(MODELS["choose"]))
+    theirs: Agent[None, str] = Agent(streaming(Model(list(MODELS["choose"])).respond))
+
+    @theirs.tool_plain
+    def human_intervention_request(prompt: str, options: list[str]) -> str:
+        """A tool of the agent's own that happens to share the name."""
+        return options[0]
+
+    runner = TaskRunner(service, {"ours": agent_of(ours, []), "theirs": theirs})
+    await runner.start()
+    try:
+        for name, kind in (("ours", "choice"), ("theirs", "approval")):
+            task = await runner.settle((await runner.begin(name, "pick", APPROVER)).id)
+            assert task.status == "Paused", task.error
+            (call,) = task.pending
+            assert call.tool_name == "human_intervention_request"
+            assert (await service.get(call.request_id)).kind == kind, name
+    finally:
+        await runner.stop()

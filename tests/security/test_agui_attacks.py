@@ -22,6 +22,7 @@ from tests.server.agui_serving import (
     interrupts,
     lines_until_ended,
     post_run,
+    read_frames,
     resolved,
     run_input,
     serve_chat,
@@ -242,3 +243,30 @@ async def test_a_revoked_token_ends_its_stream(chat: Chat) -> None:
 
         lines = await lines_until_ended(follower, f"{API}/tasks/attack-revoke/stream", revoke)
         assert any(line.startswith(": stream ended:") for line in lines), lines
+
+
+async def test_a_message_id_cannot_be_markup_or_take_over_an_earlier_message(chat: Chat) -> None:
+    """A prompt's message id that is markup, too long, or an id the conversation holds
+    already is stored under a server-made id (and so shown back to its sender); the earlier
+    message keeps its text, and each reply goes on."""
+    async with api_as(chat.server, chat.person("alice")) as alice:
+        first = run_input("attack-ids", "hello")
+        first["messages"][0]["id"] = "m-1"
+        assert (await post_run(alice, first))[-1].data["outcome"] == {"type": "success"}
+        for bad in ("m-1", '"><img src=x onerror=alert(1)>', "x" * 129, "a b", ""):
+            body = run_input("attack-ids")
+            body["messages"] = [{"id": bad, "role": "user", "content": f"more {len(bad)}"}]
+            frames = await post_run(alice, body)
+            assert frames[-1].data["outcome"] == {"type": "success"}, bad
+            echoed = [f.data for f in frames if f.type == "TEXT_MESSAGE_START"]
+            assert echoed[0]["role"] == "user" and echoed[0]["messageId"].startswith("msg_")
+        async with alice.stream("GET", f"{API}/tasks/attack-ids/stream") as got:
+            replay = await read_frames(got)
+    users = {f.data["messageId"] for f in replay if f.data.get("role") == "user"}
+    said = [
+        (f.data["messageId"], f.data["delta"])
+        for f in replay
+        if f.type == "TEXT_MESSAGE_CONTENT" and f.data["messageId"] in users
+    ]
+    assert said[0] == ("m-1", "hello") and len(said) == 6
+    assert all(message_id.startswith("msg_") for message_id, _ in said[1:]), said

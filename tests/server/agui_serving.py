@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from signoff.server.app import API
-from tests.serving import Server, serve_hosted
+from tests.serving import DEMO, Server, serve_hosted
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,11 @@ class Chat:
 
 
 def serve_chat(home: Path, tools_toml: str | None = None) -> Iterator[Chat]:
-    """Yield ``signoff serve --agent chat=tests.server.agui_agent:agent`` on its own SQLite
-    file in ``home`` (with ``tools_toml`` as its policy if given); stopped at the end."""
+    """Yield ``signoff serve --agent chat=tests.server.agui_agent:agent`` (and the demo chat
+    agent as ``demo``) on its own SQLite file in ``home`` (with ``tools_toml`` as its policy
+    if given); stopped at the end."""
     server, workspace = serve_hosted(
-        home, "chat=tests.server.agui_agent:agent", tools_toml=tools_toml
+        home, "chat=tests.server.agui_agent:agent", DEMO, tools_toml=tools_toml
     )
     assert server.admin_token is not None
     yield Chat(server, workspace, {"admin": server.admin_token})
@@ -159,11 +160,7 @@ def order(event_id: str | None) -> tuple[int, int]:
 
 
 async def stored(http: httpx.AsyncClient, thread: str) -> dict[str, Any]:
-    """The task once the run segment that just streamed is stored (its last event reaches a
-    reader a moment before the save that ends the segment)."""
-    for _ in range(100):
-        task: dict[str, Any] = (await http.get(f"{API}/tasks/{thread}")).json()
-        if task["status"] != "Running":
-            return task
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"task {thread} is still Running")
+    """The task as stored, read once: a run's last event reaches a reader only after the
+    save that ends its segment, so once a run streamed the task is as it ended."""
+    task: dict[str, Any] = (await http.get(f"{API}/tasks/{thread}")).json()
+    return task

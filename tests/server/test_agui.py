@@ -17,6 +17,7 @@ from tests.server.agui_agent import COLOURS, runs
 from tests.server.agui_serving import (
     Chat,
     Frame,
+    ended,
     interrupts,
     lines_until_ended,
     order,
@@ -30,15 +31,14 @@ from tests.server.agui_serving import (
 from tests.serving import api_as
 
 EVENT_STREAM = {"Accept": "text/event-stream"}
-POLICY = '[tools]\nneed_approval = ["write_file"]\n'
 
 
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chat]:
-    """One server hosting the scripted ``chat`` agent for the whole module; its policy asks
-    people about ``write_file`` (with no tools.toml at all the gate would ask before a
-    question to a person too)."""
-    yield from serve_chat(tmp_path_factory.mktemp("agui"), POLICY)
+    """One server hosting the scripted ``chat`` agent (and ``demo``) for the whole module,
+    with no tools.toml: every tool call is asked about (fail closed), a question to a person
+    is asked as itself."""
+    yield from serve_chat(tmp_path_factory.mktemp("agui"))
 
 
 def _types(frames: list[Frame]) -> list[str]:
@@ -57,6 +57,23 @@ def _text(frames: list[Frame], role: str = "assistant") -> list[str]:
 
 def _of(frames: list[Frame], kind: str) -> list[dict[str, Any]]:
     return [f.data for f in frames if f.type == kind]
+
+
+def _user_messages(frames: list[Frame]) -> dict[str, str]:
+    """Each user message of ``frames``: its id and its text."""
+    users = {f.data["messageId"] for f in frames if f.type == "TEXT_MESSAGE_START"}
+    users &= {f.data["messageId"] for f in frames if f.data.get("role") == "user"}
+    return {
+        f.data["messageId"]: f.data["delta"]
+        for f in frames
+        if f.type == "TEXT_MESSAGE_CONTENT" and f.data["messageId"] in users
+    }
+
+
+async def _first_run(http: httpx.AsyncClient, thread: str) -> list[Frame]:
+    """The first run of the task's stream (GET /tasks/{id}/stream)."""
+    async with http.stream("GET", f"{API}/tasks/{thread}/stream") as got:
+        return await read_frames(got, ended)
 
 
 def _ids_increase(frames: list[Frame]) -> None:
@@ -92,8 +109,10 @@ async def test_a_json_run_answers_the_task_or_its_stream(chat: Chat) -> None:
 async def test_an_agui_run_streams_the_prompt_the_calls_and_ends_on_its_requests(
     chat: Chat,
 ) -> None:
-    """RUN_STARTED, the user's text, parallel tool calls, RUN_FINISHED whose interrupts are
-    the task's pending requests; every frame has an id, ids strictly increasing."""
+    """RUN_STARTED, parallel tool calls, RUN_FINISHED whose interrupts are the task's pending
+    requests, each linking to it on the server; every frame has an id, ids strictly
+    increasing. The client's own message is not echoed back; the task's stream has it,
+    under the client's id."""
     async with api_as(chat.server, chat.person("alice")) as alice:
         body = run_input("thread-parallel", "write p1.txt=one, p2.txt=two")
         async with alice.stream("POST", f"{API}/agents/chat/runs", json=body) as got:
@@ -104,7 +123,10 @@ async def test_an_agui_run_streams_the_prompt_the_calls_and_ends_on_its_requests
         assert frames[0].type == "RUN_STARTED"
         assert frames[0].data["threadId"] == "thread-parallel"
         assert frames[0].data["runId"] == body["runId"]
-        assert _text(frames, "user") == ["write p1.txt=one, p2.txt=two"]
+        assert _text(frames, "user") == []
+        replay = await _first_run(alice, "thread-parallel")
+        message = body["messages"][0]
+        assert _user_messages(replay) == {message["id"]: message["content"]}
         starts = _of(frames, "TOOL_CALL_START")
         assert [s["toolCallName"] for s in starts] == ["write_file", "write_file"]
         assert frames[-1].type == "RUN_FINISHED"
@@ -121,6 +143,7 @@ async def test_an_agui_run_streams_the_prompt_the_calls_and_ends_on_its_requests
             assert request["status"] == "pending" and request["tool_name"] == "write_file"
             signoff = interrupt["metadata"]["signoff"]
             assert signoff["requestId"] == interrupt["id"] and "approve" in signoff["actions"]
+            assert signoff["url"] == f"{chat.server.base}/requests/{interrupt['id']}"
     assert runs(chat.workspace) == []
 
 
@@ -132,14 +155,15 @@ async def test_a_resume_approves_and_the_next_run_streams_to_success(
     chat: Chat, thread: str, payload: dict[str, Any]
 ) -> None:
     """pydantic-ai's and signoff's approval alike: the tool ran once, on disk; the next run
-    says who decided, streams the reply in several deltas and ends in success."""
+    carries the resume's runId, says who decided, streams the reply in several deltas and
+    ends in success."""
     async with api_as(chat.server, chat.person("alice")) as alice:
         first = await _paused(alice, thread, f"write {thread}.txt=yes")
         (interrupt,) = interrupts(first)
-        second = await post_run(
-            alice, run_input(thread, resume=[resolved(interrupt["id"], payload)])
-        )
+        body = run_input(thread, resume=[resolved(interrupt["id"], payload)])
+        second = await post_run(alice, body)
         assert second[0].type == "RUN_STARTED"
+        assert second[0].data["runId"] == second[-1].data["runId"] == body["runId"]
         (decision,) = [d["value"] for d in _of(second, "CUSTOM") if d["name"] == "signoff.decision"]
         assert decision["requestId"] == interrupt["id"] and decision["status"] == "approved"
         assert decision["by"] == "alice"
@@ -189,18 +213,22 @@ async def test_an_edit_runs_the_edited_args(chat: Chat) -> None:
 
 
 async def test_the_stream_replays_the_runs_and_resumes_after_an_id(chat: Chat) -> None:
-    """GET /tasks/{id}/stream is the runs' events concatenated; after an id from the middle
-    (header or ``?after=``), exactly the rest; a Completed task's stream ends."""
+    """GET /tasks/{id}/stream is the runs' events concatenated, with the prompt the client
+    sent (its POST's stream left it out); after an id from the middle (header or
+    ``?after=``), exactly the rest; a Completed task's stream ends."""
     async with api_as(chat.server, chat.person("alice")) as alice:
+        body = run_input("thread-replay", "write replay.txt=r")
         first = await _paused(alice, "thread-replay", "write replay.txt=r")
         (interrupt,) = interrupts(first)
         entry = resolved(interrupt["id"], {"approved": True})
         second = await post_run(alice, run_input("thread-replay", resume=[entry]))
-        streamed = first + second
         url = f"{API}/tasks/thread-replay/stream"
         async with alice.stream("GET", url, headers=EVENT_STREAM) as got:
             assert got.headers["content-type"].startswith("text/event-stream")
-            assert await read_frames(got) == streamed
+            streamed = await read_frames(got)
+        prompt = body["messages"][0]["id"]
+        assert [f for f in streamed if f.data.get("messageId") != prompt] == first + second
+        assert _user_messages(streamed) == {prompt: "write replay.txt=r"}
         middle = streamed[len(streamed) // 2].id
         assert middle is not None
         async with alice.stream("GET", url, headers={"Last-Event-ID": middle}) as got:
@@ -279,6 +307,20 @@ async def test_a_choice_refuses_a_forged_option_and_takes_a_real_one(chat: Chat)
         (result,) = _of(frames, "TOOL_CALL_RESULT")
         assert "blue" in result["content"]
         assert frames[-1].data["outcome"] == {"type": "success"}
+
+
+async def test_a_question_to_a_person_is_not_gated_as_an_approval(chat: Chat) -> None:
+    """With no tools.toml (every tool asked about), the demo agent's question is its run's
+    one interrupt, a choice: no approval is filed before asking a person."""
+    async with api_as(chat.server, chat.person("alice")) as alice:
+        frames = await post_run(
+            alice, run_input("thread-ask", "ask me which database to use"), agent="demo"
+        )
+        (interrupt,) = interrupts(frames)
+        assert interrupt["reason"] == "choice", interrupt
+        assert interrupt["metadata"]["signoff"]["toolName"] == "human_intervention_request"
+        filed = (await alice.get(f"{API}/requests", params={"session_id": "thread-ask"})).json()
+        assert [r["kind"] for r in filed["items"]] == ["choice"]
 
 
 async def test_bad_requests_are_refused_before_the_stream_starts(chat: Chat) -> None:

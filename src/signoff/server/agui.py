@@ -13,13 +13,19 @@ so a bad one leaves every request as it was; all of that happens before the stre
 so a refusal is a plain JSON 4xx.
 
 Each event goes out as ``id: K-N`` and ``data: <AG-UI event JSON>``; a reader reconnecting
-to ``GET /tasks/{id}/stream`` with ``Last-Event-ID`` gets every event after that one.
+to ``GET /tasks/{id}/stream`` with ``Last-Event-ID`` gets every event after that one. The
+prompt a ``RunAgentInput`` sends is stored under the client's own message id and not echoed
+back on that request's stream (the client holds it already; a reader of the task's stream
+gets it). A resumed run carries the input's ``runId``. An interrupt's link to its request is
+made absolute on the way out, on the server's public URL, so stored events do not depend on
+who reads them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -45,10 +51,11 @@ from signoff.server.tasks import runner_of, view_of
 from signoff.service import Service, validation_message
 from signoff.wire import TaskView
 
-__all__ = ["SETTLE", "THREAD_ID", "MessageBody", "RunBody", "agui_router", "frame"]
+__all__ = ["THREAD_ID", "MessageBody", "RunBody", "agui_router", "frame"]
 
 THREAD_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
-"""What a client may name a new conversation's thread (the task's id)."""
+"""What a client may name a new conversation's thread (the task's id), and the message ids
+a prompt is stored under (another id gets a server-made one)."""
 
 EVENT_STREAM = EventEncoder().get_content_type()
 """``text/event-stream``."""
@@ -56,11 +63,9 @@ EVENT_STREAM = EventEncoder().get_content_type()
 CANCELLED_BY_CLIENT = "cancelled by the client"
 """The reason of a rejection an AG-UI ``cancelled`` resume entry makes."""
 
-SETTLE = 5.0
-"""Seconds a resume or follow-up waits for a running task's segment to be stored."""
-
 _MAX_PROMPT = 100_000
 _STREAM_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+_TEXT = {"TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TEXT_MESSAGE_CHUNK"}
 
 
 class RunBody(StrictBody):
@@ -155,8 +160,18 @@ def _decision(entry: Any) -> Decision:
     return DecisionAdapter.validate_python({"type": "reject", "reason": approval.reason or ""})
 
 
-async def _resume(service: Service, task: Task, entries: Sequence[Any], caller: Principal) -> None:
-    """Decide each entry's request by ``caller``, all checked before any is decided."""
+def _message_id(run: RunAgentInput, task: Task | None) -> str | None:
+    """The client's id of its prompt's message, to store the prompt under; None (the
+    server makes one) when it is not a usable id or the conversation has it already."""
+    message_id = run.messages[-1].id
+    used = {e.data.get("messageId") for e in task.events} if task is not None else set()
+    if THREAD_ID.fullmatch(message_id) is None or message_id in used:
+        return None
+    return message_id
+
+
+def _decisions(task: Task, entries: Sequence[Any]) -> list[tuple[str, Decision]]:
+    """Each resume entry as the decision of the request it names, all checked."""
     waiting = set(task.request_ids)
     decisions: list[tuple[str, Decision]] = []
     for entry in entries:
@@ -165,28 +180,53 @@ async def _resume(service: Service, task: Task, entries: Sequence[Any], caller: 
                 f"resume: {entry.interrupt_id!r} is not a request task {task.id} waits on"
             )
         decisions.append((entry.interrupt_id, _decision(entry)))
-    await service.decide_all(decisions, caller)
+    return decisions
 
 
-async def _settled(service: Service, task: Task, caller: Principal) -> Task:
-    """The task once the run segment it is in is stored (or after :data:`SETTLE` seconds).
+async def _resume(
+    service: Service, runner: HostedAgents, task: Task, run: RunAgentInput, caller: Principal
+) -> None:
+    """Decide each resume entry's request by ``caller``, all checked before any is decided;
+    the run they let go on is the input's ``runId``."""
+    decisions = _decisions(task, run.resume or [])
+    runner.name_next_run(task.id, run.run_id)
+    try:
+        await service.decide_all(decisions, caller)
+    except BaseException:
+        runner.name_next_run(task.id, None)
+        raise
 
-    A client acts on a run's last event (answers its interrupts, sends the next message) as
-    soon as it reads it, which can be a moment before the save that ends the segment.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SETTLE
-    while task.status == "Running" and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-        task = await service.get_conversation(task.id, caller)
-    return task
+
+def _linked(data: dict[str, JsonValue], base: str) -> dict[str, JsonValue]:
+    """An event whose interrupts link to their requests by path, with absolute links."""
+    outcome = data.get("outcome")
+    if data.get("type") != "RUN_FINISHED" or not isinstance(outcome, dict):
+        return data
+    found = outcome.get("interrupts")
+    if not isinstance(found, list):
+        return data
+    found = copy.deepcopy(found)
+    for item in found:
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        ours = metadata.get("signoff") if isinstance(metadata, dict) else None
+        url = ours.get("url") if isinstance(ours, dict) else None
+        if isinstance(ours, dict) and isinstance(url, str) and url.startswith("/"):
+            ours["url"] = base + url
+    return {**data, "outcome": {**outcome, "interrupts": found}}
 
 
 async def _events(
-    request: Request, follow: AsyncIterator[TaskEvent], caller: Principal, watch: CredentialWatch
+    request: Request,
+    follow: AsyncIterator[TaskEvent],
+    caller: Principal,
+    watch: CredentialWatch,
+    echo: frozenset[str],
 ) -> AsyncIterator[str]:
     """The task's events as SSE, a keepalive comment when idle, until the follow ends, the
-    caller's credential stops working or the server stops."""
+    caller's credential stops working or the server stops; text messages whose id is in
+    ``echo`` (the client's own) left out."""
+    public: str | None = getattr(request.app.state, "public_url", None)
+    base = (public or str(request.base_url)).rstrip("/")
     stopping: Shutdown = request.app.state.shutdown
     heartbeat: float = request.app.state.heartbeat
     events = aiter(follow)
@@ -205,7 +245,9 @@ async def _events(
                     except StopAsyncIteration:
                         return
                     step = None
-                    yield frame(event)
+                    if event.data.get("type") in _TEXT and event.data.get("messageId") in echo:
+                        continue
+                    yield frame(TaskEvent(id=event.id, data=_linked(event.data, base)))
                 elif done.done():
                     reason = ended.result().message if ended.done() else "the server is stopping"
                     yield f": stream ended: {reason}\n\n"
@@ -232,10 +274,12 @@ def _stream(
     until: FollowUntil,
     caller: Principal,
     watch: CredentialWatch,
+    echo: frozenset[str] = frozenset(),
 ) -> StreamingResponse:
+    # follow() is called here, before the answer starts: what it refuses is a JSON 4xx
+    events = runner.follow(task, after, until=until)
     return StreamingResponse(
-        # follow() is called here, before the answer starts: what it refuses is a JSON 4xx
-        _events(request, runner.follow(task, after, until=until), caller, watch),
+        _events(request, events, caller, watch, echo),
         media_type=EVENT_STREAM,
         headers=_STREAM_HEADERS,
     )
@@ -252,6 +296,7 @@ async def _agui_run(
 ) -> StreamingResponse:
     """An AG-UI ``RunAgentInput``: a new thread, a resume, or a follow-up; its run's events."""
     run: RunAgentInput = _parse(RunAgentInput, data)
+    echo = frozenset(message.id for message in run.messages)
     if THREAD_ID.fullmatch(run.thread_id) is None:
         raise InvalidRequest("threadId: 1 to 128 of the characters A-Z a-z 0-9 _ . : -")
     if not run.run_id or len(run.run_id) > 200 or "\x00" in run.run_id:
@@ -268,26 +313,31 @@ async def _agui_run(
             raise InvalidRequest("messages: a new thread needs a last message from the user")
         try:
             begun = await runner.begin(
-                name, prompt, caller, task_id=run.thread_id, run_id=run.run_id
+                name,
+                prompt,
+                caller,
+                task_id=run.thread_id,
+                run_id=run.run_id,
+                message_id=_message_id(run, None),
             )
         except InvalidTransition:  # the id is someone else's task: it does not exist for you
             raise TaskNotFound(run.thread_id) from None
-        return _stream(request, runner, begun, None, "run", caller, watch)
+        return _stream(request, runner, begun, None, "run", caller, watch, echo)
     if task.agent != name:
         raise InvalidRequest(f"threadId: thread {task.id} is a conversation with {task.agent!r}")
-    task = await _settled(service, task, caller)
     after = runner.last_event_id(task)
     if run.resume:
-        await _resume(service, task, run.resume, caller)
-        return _stream(request, runner, task, after, "run", caller, watch)
+        await _resume(service, runner, task, run, caller)
+        return _stream(request, runner, task, after, "run", caller, watch, echo)
     prompt = _prompt(run)
     if prompt is None:
         raise InvalidTransition(
             f"thread {task.id} is {task.status}: send resume entries or a new user message",
             status=task.status,
         )
-    await runner.follow_up(task.id, prompt, caller, run_id=run.run_id)
-    return _stream(request, runner, task, after, "run", caller, watch)
+    message_id = _message_id(run, task)
+    await runner.follow_up(task.id, prompt, caller, run_id=run.run_id, message_id=message_id)
+    return _stream(request, runner, task, after, "run", caller, watch, echo)
 
 
 def agui_router(revalidate: float = REVALIDATE) -> APIRouter:
@@ -362,7 +412,7 @@ def agui_router(revalidate: float = REVALIDATE) -> APIRouter:
         """Continue a Completed conversation with a message, keeping its history: the task
         (Running), or the new run's AG-UI events with ``Accept: text/event-stream``."""
         runner = runner_of(request)
-        task = await _settled(service, await service.get_conversation(task_id, caller), caller)
+        task = await service.get_conversation(task_id, caller)
         after = runner.last_event_id(task)
         running = await runner.follow_up(task.id, body.content, caller)
         if _wants_stream(request):

@@ -4,8 +4,10 @@ Each run segment of a task (from the save that sets it Running to the save that 
 writes its events into a :class:`Segment`, the task's live buffer in this process: every
 event gets its id (``K-N``, K the task version that began the segment) and wakes the
 task's followers at once. The save that ends the segment stores its events on the task,
-so a stored task and its stored events agree; :meth:`TaskStream.follow` reads the stored
-events, then the live ones, with no gap and nothing twice.
+so a stored task and its stored events agree; the segment's last event (the run's end) goes
+to followers only after that save, so a reader that sees a run end finds the task stored as
+it ended (a client may answer an interrupt at once). :meth:`TaskStream.follow` reads the
+stored events, then the live ones, with no gap and nothing twice.
 
 The model's part of a run is mapped by pydantic-ai's own AG-UI adapter
 (``AGUIEventStream``); its lifecycle events are left out, since signoff ends a run itself:
@@ -115,9 +117,9 @@ def run_started(task_id: str, run_id: str) -> BaseEvent:
     return RunStartedEvent(thread_id=task_id, run_id=run_id)
 
 
-def user_message(prompt: str) -> list[BaseEvent]:
-    """The person's prompt, as one whole user message."""
-    message_id = f"msg_{uuid.uuid4().hex}"
+def user_message(prompt: str, message_id: str | None = None) -> list[BaseEvent]:
+    """The person's prompt, as one whole user message (under the client's own id if given)."""
+    message_id = message_id or f"msg_{uuid.uuid4().hex}"
     return [
         TextMessageStartEvent(message_id=message_id, role="user"),
         TextMessageContentEvent(message_id=message_id, delta=prompt),
@@ -272,9 +274,23 @@ async def model_events(
             raise
 
     adapter: AGUIEventStream[Any, Any] = AGUIEventStream(thread_id=task_id, run_id=run_id)
+    # a text message starts with its first non-empty delta: a model's empty text part
+    # (before its tool calls, say) would be an empty assistant message in every chat
+    held: dict[str, BaseEvent] = {}
     async for event in adapter.transform_stream(watched()):
-        if event.type not in _LIFECYCLE:
-            yield event
+        if event.type in _LIFECYCLE:
+            continue
+        if isinstance(event, TextMessageStartEvent):
+            held[event.message_id] = event
+            continue
+        if isinstance(event, TextMessageContentEvent) and event.message_id in held:
+            if not event.delta:
+                continue
+            yield held.pop(event.message_id)
+        elif isinstance(event, TextMessageEndEvent) and event.message_id in held:
+            del held[event.message_id]
+            continue
+        yield event
     if failure:
         raise failure[0]
 
@@ -295,10 +311,19 @@ class Segment:
 
     def emit(self, event: BaseEvent) -> TaskEvent:
         """Add ``event`` with its id and wake the followers."""
-        stored = TaskEvent(id=event_id(self.number, len(self.events)), data=_data(event))
+        stored = self.stamp(event)
+        self.publish(stored)
+        return stored
+
+    def stamp(self, event: BaseEvent) -> TaskEvent:
+        """``event`` with the next id, not yet sent: a segment's last event goes out with
+        :meth:`publish` only once the save that ends the segment stored it."""
+        return TaskEvent(id=event_id(self.number, len(self.events)), data=_data(event))
+
+    def publish(self, stored: TaskEvent) -> None:
+        """Add an event :meth:`stamp` made and wake the followers."""
         self.events.append(stored)
         self._wake()
-        return stored
 
     def finish(self) -> None:
         """No more events: the segment's save is done (or failed)."""
@@ -351,9 +376,10 @@ class TaskStream:
     def last_event_id(self, task: Task) -> str | None:
         """The id of the task's newest event, stored or live."""
         live = self._live.get(task.id)
-        if live is not None and live.events:
-            return live.events[-1].id
-        return task.events[-1].id if task.events else None
+        # a task read just after the save that ends a segment holds its last event, which
+        # the live buffer gets a moment later
+        newest = [e[-1] for e in (task.events, live.events if live else []) if e]
+        return max(newest, key=_key).id if newest else None
 
     def follow(
         self, task: Task, after: str | None, *, until: FollowUntil

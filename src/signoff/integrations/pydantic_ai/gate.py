@@ -43,6 +43,7 @@ from signoff.integrations.outcomes import (
     questions_result,
     wait_decided,
 )
+from signoff.integrations.pydantic_ai.human import asks_a_person
 from signoff.leases import holding
 from signoff.service import Service
 
@@ -346,7 +347,8 @@ class SignoffGate(AbstractCapability[Any]):
 
     Which calls are gated comes from ``policy`` (default: tools.toml, project over global;
     no file at all gates everything); tools declared ``requires_approval=True`` are gated
-    whatever the policy says.
+    whatever the policy says. The tools of ``human.human_toolset`` and
+    ``human.deferred_human_toolset`` are never gated: they ask a person themselves.
     """
 
     mode: GateMode
@@ -378,7 +380,10 @@ class SignoffGate(AbstractCapability[Any]):
         args: Any,
         handler: Callable[[Any], Awaitable[Any]],
     ) -> Any:
-        """Run, defer, block or queue the call as policy and mode say."""
+        """Run, defer, block or queue the call as policy and mode say (a tool that asks a
+        person itself runs: asking is a request already)."""
+        if asks_a_person(tool_def):
+            return await handler(args)
         meta = ctx.tool_call_metadata if ctx.tool_call_approved else None
         ours = meta.get(META_KEY) if isinstance(meta, dict) else None
         if isinstance(ours, dict) and "request_id" in ours:

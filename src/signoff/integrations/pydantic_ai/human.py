@@ -18,6 +18,10 @@ with the same history finds the request it opened before instead of asking twice
 hosted agent (``signoff serve --agent``): instead of waiting, a call ends the run as a
 deferred call; the task files the request, pauses durably, and resumes with the person's
 choice or answers as the call's result.
+
+Asking a person is a request already: the tools of both toolsets carry the
+:data:`ASKS_A_PERSON` marker in their metadata, and ``SignoffGate`` never files an approval
+before them (whatever the policy; another toolset's tool of the same name is gated as usual).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pydantic import ValidationError
 
 try:
     from pydantic_ai import CallDeferred, FunctionToolset, ModelRetry, RunContext
+    from pydantic_ai.tools import ToolDefinition
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "signoff.integrations.pydantic_ai.human needs pydantic-ai: "
@@ -48,8 +53,10 @@ if TYPE_CHECKING:
     from signoff.client import Client
 
 __all__ = [
+    "ASKS_A_PERSON",
     "DEFERRED_HUMAN_TOOLS",
     "NO_ANSWER",
+    "asks_a_person",
     "choice_result",
     "deferred_human_toolset",
     "human_request_fields",
@@ -61,6 +68,16 @@ _KEY_LIMIT = 200  # NewRequest's longest session id and idempotency key
 
 DEFERRED_HUMAN_TOOLS = {"human_intervention_request": "choice", "request_human_input": "questions"}
 """The deferred tools a hosted task files as people's requests, and the request kind of each."""
+
+ASKS_A_PERSON = "signoff.asks_a_person"
+"""The tool metadata key that marks this module's tools (its value: the request kind)."""
+
+
+def asks_a_person(tool_def: ToolDefinition) -> bool:
+    """Whether the tool is one of this module's, which ask a person themselves (so no
+    approval is asked before them)."""
+    metadata = tool_def.metadata or {}
+    return metadata.get(ASKS_A_PERSON) in ("choice", "questions")
 
 
 def human_toolset(
@@ -106,7 +123,7 @@ def human_toolset(
             raise ModelRetry(exc.message) from None
         return await _settle(target, submitted.request, seconds)
 
-    @toolset.tool
+    @toolset.tool(metadata={ASKS_A_PERSON: "choice"})
     async def human_intervention_request(
         ctx: RunContext[object],
         prompt: str,
@@ -144,7 +161,7 @@ def human_toolset(
         request = await ask(ctx, "human_intervention_request", fields, seconds)
         return choice_result(request)
 
-    @toolset.tool
+    @toolset.tool(metadata={ASKS_A_PERSON: "questions"})
     async def request_human_input(ctx: RunContext[object], questions: list[str]) -> str:
         """Ask a person one or more open questions, and wait for their reply.
 
@@ -172,7 +189,7 @@ def deferred_human_toolset() -> FunctionToolset[object]:
     """
     toolset: FunctionToolset[object] = FunctionToolset()
 
-    @toolset.tool_plain
+    @toolset.tool_plain(metadata={ASKS_A_PERSON: "choice"})
     async def human_intervention_request(
         prompt: str,
         options: list[str],
@@ -207,7 +224,7 @@ def deferred_human_toolset() -> FunctionToolset[object]:
         _check_deferred("human_intervention_request", args)
         raise CallDeferred
 
-    @toolset.tool_plain
+    @toolset.tool_plain(metadata={ASKS_A_PERSON: "questions"})
     async def request_human_input(questions: list[str]) -> str:
         """Ask a person one or more open questions, and wait for their reply.
 

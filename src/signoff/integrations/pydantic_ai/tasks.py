@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import JsonValue
 
 from signoff.backends import LocalBackend
-from signoff.domain.decisions import DecisionRecord
 from signoff.domain.policies import Policy
 from signoff.domain.principals import Principal
-from signoff.domain.requests import ApprovalRequest, Request
+from signoff.domain.requests import ApprovalRequest
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, TaskEvent
 from signoff.domain.transitions import check_may_decide
 from signoff.errors import InvalidRequest, InvalidTransition, NotAllowed, TaskNotFound
@@ -59,26 +56,16 @@ from signoff.integrations.pydantic_ai.gate import (
     decided_results,
     file_deferred,
 )
+from signoff.integrations.pydantic_ai.history import decision_item, history_items, messages_json
 from signoff.integrations.pydantic_ai.human import DEFERRED_HUMAN_TOOLS, human_request_fields
+from signoff.integrations.pydantic_ai.streaming import streaming_stand_in
 from signoff.service import Service
 
 try:
+    from ag_ui.core import BaseEvent
     from pydantic_ai import Agent, AgentRunResultEvent, DeferredToolRequests
     from pydantic_ai.agent import AgentRunResult
-    from pydantic_ai.messages import (
-        ModelMessage,
-        ModelMessagesTypeAdapter,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-    from pydantic_ai.models.function import (
-        AgentInfo,
-        DeltaToolCall,
-        DeltaToolCalls,
-        FunctionModel,
-    )
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ToolCallPart
     from pydantic_core import to_jsonable_python
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -103,98 +90,6 @@ def _new_run_id() -> str:
     return f"run_{uuid.uuid4().hex}"
 
 
-def _streaming(agent: Agent[Any, Any]) -> FunctionModel | None:
-    """A stand-in for a FunctionModel that cannot stream: its answers, streamed whole.
-
-    A task streams its agent's run; every provider's model streams, a FunctionModel only
-    with a ``stream_function``. None when the agent's model needs no stand-in.
-    """
-    model = agent.model
-    if not isinstance(model, FunctionModel) or model.stream_function is not None:
-        return None
-    answer = model.function
-    if answer is None:
-        return None
-
-    async def stream(
-        messages: list[ModelMessage], info: AgentInfo
-    ) -> AsyncIterator[str | DeltaToolCalls]:
-        response = answer(messages, info)
-        if inspect.isawaitable(response):
-            response = await response
-        calls: DeltaToolCalls = {}
-        for index, part in enumerate(response.parts):
-            if isinstance(part, TextPart):
-                yield part.content
-            elif isinstance(part, ToolCallPart):
-                calls[index] = DeltaToolCall(
-                    part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id
-                )
-        if calls:
-            yield calls
-
-    return FunctionModel(answer, stream_function=stream, model_name=model.model_name)
-
-
-def _messages_json(messages: Sequence[ModelMessage]) -> str:
-    return ModelMessagesTypeAdapter.dump_json(list(messages)).decode()
-
-
-def _items(messages: Sequence[ModelMessage], at: datetime) -> list[HistoryItem]:
-    """What people read of an agent's messages: prompts, replies, tool calls and results."""
-    items: list[HistoryItem] = []
-    for message in messages:
-        for part in message.parts:
-            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                items.append(HistoryItem(kind="user", at=at, text=part.content))
-            elif isinstance(part, TextPart):
-                items.append(HistoryItem(kind="assistant", at=at, text=part.content))
-            elif isinstance(part, ToolCallPart):
-                items.append(
-                    HistoryItem(
-                        kind="tool_call",
-                        at=at,
-                        tool_name=part.tool_name,
-                        tool_call_id=part.tool_call_id,
-                        args=to_jsonable_python(part.args_as_dict(), fallback=str),
-                    )
-                )
-            elif isinstance(part, ToolReturnPart):
-                items.append(
-                    HistoryItem(
-                        kind="tool_result",
-                        at=at,
-                        tool_name=part.tool_name,
-                        tool_call_id=part.tool_call_id,
-                        text=part.model_response_str(),
-                    )
-                )
-    return items
-
-
-def _decision_item(call: PendingCall, request: Request) -> HistoryItem:
-    record: DecisionRecord | None = request.decision
-    at = record.decided_at if record is not None else request.updated_at
-    by = record.decided_by if record is not None else None
-    base: dict[str, Any] = {
-        "at": at,
-        "by": by,
-        "tool_name": call.tool_name,
-        "tool_call_id": call.tool_call_id,
-        "request_id": request.id,
-    }
-    if request.status == "approved" and isinstance(request, ApprovalRequest):
-        approved = request.approved_args or call.args
-        if approved != call.args:
-            return HistoryItem(kind="edit", args=approved, text="approved with edits", **base)
-        return HistoryItem(kind="approval", text="approved", **base)
-    if record is None:
-        return HistoryItem(kind="rejection", text=f"no decision ({request.status})", **base)
-    decision = record.decision
-    text = getattr(decision, "reason", "") or getattr(decision, "feedback", "") or ""
-    return HistoryItem(kind="rejection", text=text or request.status, **base)
-
-
 class TaskRunner:
     """Runs registered agents as durable tasks over one service."""
 
@@ -215,6 +110,7 @@ class TaskRunner:
         self.base_url = base_url
         """Where an interrupt's link to its request points (the server's public URL)."""
         self.stream = TaskStream(service)
+        self._run_ids: dict[str, str] = {}
         self._watcher: asyncio.Task[None] | None = None
         self._running: dict[str, asyncio.Task[Task | None]] = {}
         self._again: set[str] = set()
@@ -252,6 +148,7 @@ class TaskRunner:
         """Stop following decisions; runs in flight finish or are cancelled."""
         self._stopping = True
         self._again.clear()
+        self._run_ids.clear()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -343,11 +240,14 @@ class TaskRunner:
         session_id: str | None = None,
         task_id: str | None = None,
         run_id: str | None = None,
+        message_id: str | None = None,
     ) -> Task:
         """Create the task (id ``task_id`` when the client names its thread, else a new one)
         and start its first run in the background; returns it as created (Running).
 
-        A ``task_id`` already taken is InvalidTransition (409), and nothing starts.
+        ``run_id`` and ``message_id`` name the run and the prompt's message in its events
+        (server-made when None). A ``task_id`` already taken is InvalidTransition (409), and
+        nothing starts.
         """
         agent = self._agent(agent_name)
         _check_prompt(prompt)
@@ -358,13 +258,19 @@ class TaskRunner:
             session_id=session_id,
             task_id=task_id,
         )
-        segment = self._open(task, run_id, prompt)
+        segment = self._open(task, run_id, prompt, message_id)
         work = self._advance(task, agent, segment, prompt=prompt, messages=None, results=None)
         self._spawn(task.id, work)
         return task
 
     async def follow_up(
-        self, task_id: str, prompt: str, principal: Principal, *, run_id: str | None = None
+        self,
+        task_id: str,
+        prompt: str,
+        principal: Principal,
+        *,
+        run_id: str | None = None,
+        message_id: str | None = None,
     ) -> Task:
         """Continue a Completed task with a new message, keeping its history, in the
         background (Completed -> Running; InvalidTransition for any other status).
@@ -387,7 +293,7 @@ class TaskRunner:
         running = await self.service.save_task(
             task.model_copy(update={"status": "Running", "output": None})
         )
-        segment = self._open(running, run_id, prompt)
+        segment = self._open(running, run_id, prompt, message_id)
         messages = ModelMessagesTypeAdapter.validate_json(task.messages)
         work = self._advance(
             running, agent, segment, prompt=prompt, messages=messages, results=None
@@ -395,13 +301,21 @@ class TaskRunner:
         self._spawn(task.id, work)
         return running
 
-    def _open(self, task: Task, run_id: str | None, prompt: str) -> Segment:
+    def _open(self, task: Task, run_id: str | None, prompt: str, message_id: str | None) -> Segment:
         """The live segment of a run a person's message starts: RUN_STARTED, the message."""
         segment = self.stream.begin(task)
         segment.emit(run_started(task.id, run_id or _new_run_id()))
-        for event in user_message(prompt):
+        for event in user_message(prompt, message_id):
             segment.emit(event)
         return segment
+
+    def name_next_run(self, task_id: str, run_id: str | None) -> None:
+        """The next run this runner starts for the task (the one a resume starts) is
+        ``run_id``, used once by the next segment that begins here (None: forget it)."""
+        if run_id is None:
+            self._run_ids.pop(task_id, None)
+        else:
+            self._run_ids[task_id] = run_id
 
     def last_event_id(self, task: Task) -> str | None:
         """The id of the task's newest event (stored or live), None when it has none."""
@@ -485,7 +399,7 @@ class TaskRunner:
         requests = [await self.service.get(p.request_id) for p in task.pending]
         if any(r.status == "pending" for r in requests):
             return task
-        decisions = [_decision_item(p, r) for p, r in zip(task.pending, requests, strict=True)]
+        decisions = [decision_item(p, r) for p, r in zip(task.pending, requests, strict=True)]
         history = (*task.history, *decisions)
         running = task.model_copy(update={"status": "Running", "history": history})
         try:
@@ -493,9 +407,10 @@ class TaskRunner:
         except InvalidTransition:
             return task  # another resumer won
         segment = self.stream.begin(running)
+        run_id = self._run_ids.pop(task.id, None) or _new_run_id()
         # a pause decided as it was filed (policy, a standing grant) goes on in the same run
         if open_run(task.events) is None:
-            segment.emit(run_started(task.id, _new_run_id()))
+            segment.emit(run_started(task.id, run_id))
         for call, request in zip(task.pending, requests, strict=True):
             segment.emit(decision_event(call, request))
         agent = self._agent(task.agent)
@@ -522,19 +437,26 @@ class TaskRunner:
             running, agent, segment, prompt=None, messages=messages, results=results
         )
 
-    async def _end(self, task: Task, segment: Segment, update: dict[str, Any]) -> Task:
-        """Store the segment's end: ``task`` changed by ``update``, with the segment's events."""
+    async def _end(
+        self, task: Task, segment: Segment, update: dict[str, Any], last: BaseEvent | None
+    ) -> Task:
+        """Store the segment's end: ``task`` changed by ``update``, with the segment's events
+        and ``last`` (the run's end, if it ends), which followers get once it is stored."""
+        final = segment.stamp(last) if last is not None else None
+        events = (*task.events, *segment.events, *([final] if final is not None else []))
         try:
-            return await self.service.save_task(
-                task.model_copy(update={**update, "events": (*task.events, *segment.events)})
+            saved = await self.service.save_task(
+                task.model_copy(update={**update, "events": events})
             )
+            if final is not None:
+                segment.publish(final)
+            return saved
         finally:
             self.stream.end(segment)
 
     async def _fail(self, task: Task, segment: Segment, why: BaseException | str) -> Task:
         """Store ``task`` Failed, with why (an error or a reason) in its error and history."""
         text = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
-        segment.emit(run_error(text))
         update = {
             "status": "Failed",
             "error": text,
@@ -543,7 +465,7 @@ class TaskRunner:
                 HistoryItem(kind="error", at=self.service.clock(), text=text),
             ),
         }
-        return await self._end(task, segment, update)
+        return await self._end(task, segment, update, run_error(text))
 
     async def _model_run(
         self,
@@ -565,7 +487,7 @@ class TaskRunner:
             deferred_tool_results=results,
             output_type=[agent.output_type, DeferredToolRequests],
             capabilities=[self._gate(task)],
-            model=_streaming(agent),
+            model=streaming_stand_in(agent),
         )
         async with events as native:
 
@@ -605,20 +527,19 @@ class TaskRunner:
             return await self._fail(task, segment, exc)
         now = self.service.clock()
         all_messages = result.all_messages()
-        history = (*task.history, *_items(all_messages[before:], now))
+        history = (*task.history, *history_items(all_messages[before:], now))
         run_id = open_run([*task.events, *segment.events]) or _new_run_id()
         if not isinstance(result.output, DeferredToolRequests):
             output = to_jsonable_python(result.output, fallback=str)
-            segment.emit(run_finished(task.id, run_id, output))
             update = {
                 "status": "Completed",
-                "messages": _messages_json(all_messages),
+                "messages": messages_json(all_messages),
                 "pending": (),
                 "history": history,
                 "output": output,
                 "error": None,
             }
-            return await self._end(task, segment, update)
+            return await self._end(task, segment, update, run_finished(task.id, run_id, output))
         try:
             pending = await self._file(task, agent, result.output, all_messages)
             requests = [await self.service.get(p.request_id) for p in pending]
@@ -629,15 +550,15 @@ class TaskRunner:
             for p, r in zip(pending, requests, strict=True)
             if r.status == "pending"
         ]
-        if waiting:  # else decided as filed: the same AG-UI run goes on
-            segment.emit(run_interrupted(task.id, run_id, waiting))
         update = {
             "status": "Paused",
-            "messages": _messages_json(all_messages),
+            "messages": messages_json(all_messages),
             "pending": pending,
             "history": history,
         }
-        paused = await self._end(task, segment, update)
+        # decided as filed (no one waited on): the same AG-UI run goes on
+        end = run_interrupted(task.id, run_id, waiting) if waiting else None
+        paused = await self._end(task, segment, update, end)
         # decided before the task was stored (policy, a standing grant, a quick person):
         # no event will find it now, so go on here
         return await self._continue(paused.id) or paused
