@@ -200,13 +200,19 @@ def web_router() -> APIRouter:
         title: str,
         request_id: str = "",
         task_id: str = "",
-        status: int = 200,
     ) -> Response:
         session = await session_of(request)
         if session is None:
             target = quote(request.url.path, safe="/")
             return RedirectResponse(f"/login?next={target}", status_code=303)
         service: Service = request.app.state.service
+        status = 200
+        if task_id:
+            # another person's conversation, or none: 404, as its stream answers
+            try:
+                await service.get_conversation(task_id, session.principal)
+            except TaskNotFound:
+                status = 404
         seq = await service.store.last_event_seq()
         body = _TEMPLATES["page"].substitute(
             csrf=html.escape(session.csrf),
@@ -256,15 +262,7 @@ def web_router() -> APIRouter:
         Another person's conversation, or none, is a 404 (the shell then says so): the same
         answer as its stream gives, so an id tells nothing about whose it is.
         """
-        status = 200
-        session = await session_of(request)
-        if session is not None:
-            service: Service = request.app.state.service
-            try:
-                await service.get_conversation(task_id, session.principal)
-            except TaskNotFound:
-                status = 404
-        return await page(request, "conversation", "Chat", task_id=task_id, status=status)
+        return await page(request, "conversation", "Chat", task_id=task_id)
 
     @router.get("/login")
     async def login(
