@@ -419,17 +419,13 @@ class TaskRunner:
             for p in task.pending
         ]
         # a choice or questions request answers a deferred human tool's call, not an approval
-        asks = {r.id for r in requests if not isinstance(r, ApprovalRequest)}
+        decided = list(zip(parts, requests, strict=True))
         deferred = DeferredToolRequests(
-            approvals=[
-                c for c, p in zip(parts, task.pending, strict=True) if p.request_id not in asks
-            ],
-            calls=[c for c, p in zip(parts, task.pending, strict=True) if p.request_id in asks],
+            approvals=[c for c, r in decided if isinstance(r, ApprovalRequest)],
+            calls=[c for c, r in decided if not isinstance(r, ApprovalRequest)],
         )
         try:
-            results = await decided_results(
-                deferred, list(zip(parts, requests, strict=True)), self._backend(task), agent=agent
-            )
+            results = await decided_results(deferred, decided, self._backend(task), agent=agent)
         except Exception as exc:
             return await self._fail(running, segment, exc)
         messages = ModelMessagesTypeAdapter.validate_json(task.messages)
@@ -472,13 +468,14 @@ class TaskRunner:
         task: Task,
         agent: Agent[Any, Any],
         segment: Segment,
+        run_id: str,
         *,
         prompt: str | None,
         messages: list[ModelMessage] | None,
         results: Any,
     ) -> AgentRunResult[Any]:
-        """Run the agent once, streaming its events into ``segment``; its result."""
-        run_id = open_run([*task.events, *segment.events]) or _new_run_id()
+        """Run the agent once as run ``run_id``, streaming its events into ``segment``; its
+        result."""
         found: list[AgentRunResult[Any]] = []
         events: contextlib.AbstractAsyncContextManager[AsyncIterator[Any]]
         events = agent.run_stream_events(
@@ -515,9 +512,11 @@ class TaskRunner:
     ) -> Task:
         """Run the agent once from where the task is; store it Completed, Paused or Failed."""
         before = len(messages or [])
+        # the run the segment opened, or the one a pause decided as filed left open
+        run_id = open_run([*task.events, *segment.events]) or _new_run_id()
         try:
             result = await self._model_run(
-                task, agent, segment, prompt=prompt, messages=messages, results=results
+                task, agent, segment, run_id, prompt=prompt, messages=messages, results=results
             )
         except asyncio.CancelledError:
             self.stream.end(segment)  # the task stays Running: recover() fails it
@@ -528,7 +527,6 @@ class TaskRunner:
         now = self.service.clock()
         all_messages = result.all_messages()
         history = (*task.history, *history_items(all_messages[before:], now))
-        run_id = open_run([*task.events, *segment.events]) or _new_run_id()
         if not isinstance(result.output, DeferredToolRequests):
             output = to_jsonable_python(result.output, fallback=str)
             update = {
