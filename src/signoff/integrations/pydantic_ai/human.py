@@ -27,8 +27,8 @@ before them (whatever the policy; another toolset's tool of the same name is gat
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -71,6 +71,49 @@ DEFERRED_HUMAN_TOOLS = {"human_intervention_request": "choice", "request_human_i
 
 ASKS_A_PERSON = "signoff.asks_a_person"
 """The tool metadata key that marks this module's tools (its value: the request kind)."""
+
+_CHOICE_TOOL = """\
+Ask a person to choose among options, and wait for their choice.
+
+Use this when a decision belongs to the user: which of several approaches to take,
+which target to act on, whether to go ahead. The result is exactly the text of the
+option the person chose (a list of chosen options when multi_select is true), or a
+sentence saying they declined or did not answer in time.
+
+Args:
+    prompt: The question, written for the person, e.g. "Which database should I migrate?".
+    options: The options to choose from, distinct and short, in the order to show them.
+    context: Background the person needs to decide, shown under the question.
+    multi_select: Whether the person may choose several options.
+    allow_other: Whether the person may type an answer that is not one of the options.
+    timeout_s: Seconds to wait for the person (at most the configured limit).
+"""
+"""What the model reads of ``human_intervention_request`` (in both toolsets)."""
+
+_QUESTIONS_TOOL = """\
+Ask a person one or more open questions, and wait for their reply.
+
+Use this when you need information or feedback only the user has before you can go
+on. The person may approve (you should then finish), answer the questions with
+feedback (continue with their answers), or reject (stop the task).
+
+Args:
+    questions: The questions, each one self-contained, in the order to ask them.
+"""
+"""What the model reads of ``request_human_input`` (in both toolsets)."""
+
+_Tool = TypeVar("_Tool", bound=Callable[..., Any])
+
+
+def _described(description: str) -> Callable[[_Tool], _Tool]:
+    """Give a tool function the docstring pydantic-ai makes its description and argument
+    descriptions from, so the waiting and the deferred tools read the same to the model."""
+
+    def give(tool: _Tool) -> _Tool:
+        tool.__doc__ = description
+        return tool
+
+    return give
 
 
 def asks_a_person(tool_def: ToolDefinition) -> bool:
@@ -124,6 +167,7 @@ def human_toolset(
         return await _settle(target, submitted.request, seconds)
 
     @toolset.tool(metadata={ASKS_A_PERSON: "choice"})
+    @_described(_CHOICE_TOOL)
     async def human_intervention_request(
         ctx: RunContext[object],
         prompt: str,
@@ -133,21 +177,6 @@ def human_toolset(
         allow_other: bool = False,
         timeout_s: float | None = None,
     ) -> str | list[str]:
-        """Ask a person to choose among options, and wait for their choice.
-
-        Use this when a decision belongs to the user: which of several approaches to take,
-        which target to act on, whether to go ahead. The result is exactly the text of the
-        option the person chose (a list of chosen options when multi_select is true), or a
-        sentence saying they declined or did not answer in time.
-
-        Args:
-            prompt: The question, written for the person, e.g. "Which database should I migrate?".
-            options: The options to choose from, distinct and short, in the order to show them.
-            context: Background the person needs to decide, shown under the question.
-            multi_select: Whether the person may choose several options.
-            allow_other: Whether the person may type an answer that is not one of the options.
-            timeout_s: Seconds to wait for the person (at most the configured limit).
-        """
         seconds = _seconds(timeout_s, limit)
         fields: dict[str, object] = {
             "kind": "choice",
@@ -162,16 +191,8 @@ def human_toolset(
         return choice_result(request)
 
     @toolset.tool(metadata={ASKS_A_PERSON: "questions"})
+    @_described(_QUESTIONS_TOOL)
     async def request_human_input(ctx: RunContext[object], questions: list[str]) -> str:
-        """Ask a person one or more open questions, and wait for their reply.
-
-        Use this when you need information or feedback only the user has before you can go
-        on. The person may approve (you should then finish), answer the questions with
-        feedback (continue with their answers), or reject (stop the task).
-
-        Args:
-            questions: The questions, each one self-contained, in the order to ask them.
-        """
         fields: dict[str, object] = {"kind": "questions", "questions": questions}
         request = await ask(ctx, "request_human_input", fields, limit)
         return questions_result(request)
@@ -190,6 +211,7 @@ def deferred_human_toolset() -> FunctionToolset[object]:
     toolset: FunctionToolset[object] = FunctionToolset()
 
     @toolset.tool_plain(metadata={ASKS_A_PERSON: "choice"})
+    @_described(_CHOICE_TOOL)
     async def human_intervention_request(
         prompt: str,
         options: list[str],
@@ -198,21 +220,6 @@ def deferred_human_toolset() -> FunctionToolset[object]:
         allow_other: bool = False,
         timeout_s: float | None = None,
     ) -> str | list[str]:
-        """Ask a person to choose among options, and wait for their choice.
-
-        Use this when a decision belongs to the user: which of several approaches to take,
-        which target to act on, whether to go ahead. The result is exactly the text of the
-        option the person chose (a list of chosen options when multi_select is true), or a
-        sentence saying they declined or did not answer in time.
-
-        Args:
-            prompt: The question, written for the person, e.g. "Which database should I migrate?".
-            options: The options to choose from, distinct and short, in the order to show them.
-            context: Background the person needs to decide, shown under the question.
-            multi_select: Whether the person may choose several options.
-            allow_other: Whether the person may type an answer that is not one of the options.
-            timeout_s: Seconds to wait for the person (at most the configured limit).
-        """
         args = {
             "prompt": prompt,
             "options": options,
@@ -225,16 +232,8 @@ def deferred_human_toolset() -> FunctionToolset[object]:
         raise CallDeferred
 
     @toolset.tool_plain(metadata={ASKS_A_PERSON: "questions"})
+    @_described(_QUESTIONS_TOOL)
     async def request_human_input(questions: list[str]) -> str:
-        """Ask a person one or more open questions, and wait for their reply.
-
-        Use this when you need information or feedback only the user has before you can go
-        on. The person may approve (you should then finish), answer the questions with
-        feedback (continue with their answers), or reject (stop the task).
-
-        Args:
-            questions: The questions, each one self-contained, in the order to ask them.
-        """
         _check_deferred("request_human_input", {"questions": questions})
         raise CallDeferred
 
