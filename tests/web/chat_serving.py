@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page
 
 POLICY = '[tools]\nneed_approval = ["write_file"]\n'
-"""People decide file writes; the agent's questions to a person are not gated before they ask."""
+"""People decide file writes (the only gated calls these tests make), said by a policy rather
+than left to the fail-closed default, which asks about every call. A question to a person is
+not gated under any policy: it asks the person itself."""
 DECIDED = ":not([data-status=pending])"
 """A box whose request was decided (approved, then executing and completed as it runs)."""
 
