@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/nodes_pg.py
 	$(BIN)/python bench/pending_scale_pg.py
 	$(BIN)/python bench/pause_resume.py  # LangGraph interrupt() on SQLite and PostgreSQL
+	$(BIN)/python bench/chat_stream.py  # conversations over AG-UI against the JSON API
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
