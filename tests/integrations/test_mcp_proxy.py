@@ -266,7 +266,9 @@ async def test_elicitation_decides_in_the_client(
 
     admin = server.admin_token
     assert admin is not None
-    async with proxied(server, log, "--approver-token", admin, mode=mode, elicit=answer) as client:
+    async with proxied(
+        server, log, "--form-elicitation", "--approver-token", admin, mode=mode, elicit=answer
+    ) as client:
         result = await client.call_tool("delete_file", {"path": "/tmp/b"})
     assert len(asked) == 1 and "delete_file" in asked[0] and "/tmp/b" in asked[0]
     listed = (await api.get(f"{API}/requests")).json()["items"]
@@ -299,7 +301,13 @@ async def test_the_inbox_deciding_first_wins_over_a_later_elicitation_answer(
     admin = server.admin_token
     assert admin is not None
     async with proxied(
-        server, log, "--approver-token", admin, mode=mode, elicit=late_reject
+        server,
+        log,
+        "--form-elicitation",
+        "--approver-token",
+        admin,
+        mode=mode,
+        elicit=late_reject,
     ) as client:
         call = asyncio.create_task(client.call_tool("delete_file", {"path": "/tmp/c"}))
         request = await pending_request(api)
@@ -310,19 +318,25 @@ async def test_the_inbox_deciding_first_wins_over_a_later_elicitation_answer(
     assert calls(log) == [{"tool": "delete_file", "args": {"path": "/tmp/c"}}]
 
 
-async def test_without_an_approver_the_client_is_not_asked(
-    server: Server, api: httpx.AsyncClient, log: Path
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_without_form_elicitation_the_client_only_gets_a_link(
+    server: Server, api: httpx.AsyncClient, log: Path, mode: str
 ) -> None:
-    """With --server and no --approver-token, elicitation is never offered."""
+    """Without --form-elicitation no form is offered; the client's accept decides nothing."""
+    shown: list[types.ElicitRequestParams] = []
 
-    async def never(
+    async def link_only(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        raise AssertionError("the client must not be asked")
+        shown.append(params)
+        return types.ElicitResult(action="accept", content={"approve": True})
 
-    async with proxied(server, log, "--hold", "1", elicit=never) as client:
+    async with proxied(server, log, "--hold", "1", mode=mode, elicit=link_only) as client:
         result = await client.call_tool("delete_file", {"path": "/tmp/d"})
     assert result.is_error and result.structured_content is not None
+    assert len(shown) == 1 and isinstance(shown[0], types.ElicitRequestURLParams)
+    assert (await pending_request(api))["status"] == "pending"
+    assert calls(log) == []
 
 
 async def test_a_crashing_wrapped_server_gives_a_clear_error_and_is_restarted(
@@ -376,7 +390,18 @@ async def test_streamable_http_needs_the_bearer_token(
         (["--", "no-such-command-xyz"], "cannot run 'no-such-command-xyz'"),
         (["--policy", "/nonexistent/tools.toml", "--", "true"], "cannot be read"),
         (["--", sys.executable, "-c", "pass"], "cannot start the MCP server"),
-        (["--approver-token", "so_x", "--", "true"], "--approver-token goes with --server"),
+        (
+            ["--form-elicitation", "--approver-token", "so_x", "--", "true"],
+            "--approver-token goes with --server",
+        ),
+        (["--approver-token", "so_x", "--", "true"], "goes with --form-elicitation"),
+        (
+            ["--server", "http://127.0.0.1:9", "--form-elicitation", "--", "true"],
+            "--form-elicitation with --server needs --approver-token",
+        ),
+        (["--public-url", "javascript:alert(1)", "--", "true"], "is not an http(s) address"),
+        (["--public-url", "https://u:p@example.com", "--", "true"], "without credentials"),
+        (["--public-url", "https://example.com/?next=x", "--", "true"], "without credentials"),
     ],
 )
 def test_bad_invocations_are_one_line_errors(server: Server, args: list[str], message: str) -> None:

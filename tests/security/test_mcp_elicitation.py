@@ -1,10 +1,10 @@
 """Attack: the MCP client (the model's host app) answers signoff mcp-proxy's approval prompt.
 
-With ``--approver-token`` the client's own elicitation prompt can decide. That is a trust
-the operator gives away on purpose, so such decisions must be on the record as made in the
-MCP client (``via: mcp-elicitation`` and the client's self-reported name), never look like
-the person's inbox; an agent token can never be that approver; and the README's desktop
-config must not hand the client an approver token.
+With ``--form-elicitation --approver-token`` the client's own elicitation prompt can decide.
+That is a trust the operator gives away on purpose, so such decisions must be on the record
+as made in the MCP client (``via: mcp-elicitation`` and the client's self-reported name),
+never look like the person's inbox; an agent token can never be that approver; and the
+README's desktop config must not hand the client an approver token.
 """
 
 from __future__ import annotations
@@ -84,7 +84,9 @@ async def test_a_decision_made_in_the_mcp_client_is_recorded_as_such(
     """The client's approval is recorded via mcp-elicitation with its name, in record and audit."""
     admin = server.admin_token
     assert admin is not None
-    params = _proxy(server, tmp_path / "calls.jsonl", "--approver-token", admin)
+    params = _proxy(
+        server, tmp_path / "calls.jsonl", "--form-elicitation", "--approver-token", admin
+    )
     async with Client(
         params,
         mode=mode,
@@ -119,7 +121,9 @@ async def test_an_inbox_decision_is_not_recorded_as_the_clients(
 
     admin = server.admin_token
     assert admin is not None
-    params = _proxy(server, tmp_path / "calls.jsonl", "--approver-token", admin)
+    params = _proxy(
+        server, tmp_path / "calls.jsonl", "--form-elicitation", "--approver-token", admin
+    )
     async with Client(params, mode="legacy", cache=None, elicitation_callback=late) as client:
         call = asyncio.create_task(client.call_tool("delete_file", {"path": "/tmp/y"}))
         pending = await pending_request(api)
@@ -135,7 +139,12 @@ def test_an_agent_token_cannot_be_the_approver(server: Server, tmp_path: Path) -
     """--approver-token with an agent's token: exit 3 and one line at start, nothing served."""
     bot = agent_token(server, "sly")
     done = subprocess.run(
-        [sys.executable, *_proxy(server, tmp_path / "calls.jsonl", "--approver-token", bot).args],
+        [
+            sys.executable,
+            *_proxy(
+                server, tmp_path / "calls.jsonl", "--form-elicitation", "--approver-token", bot
+            ).args,
+        ],
         capture_output=True,
         text=True,
         env=server.env,
@@ -186,23 +195,35 @@ def test_a_decider_cannot_claim_another_channel(
 async def test_the_readmes_desktop_config_gives_the_client_no_approval(
     server: Server, api: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    """The README's mcpServers proxy holds no approver token: the client is never asked."""
+    """The README's mcpServers proxy lets the client decide nothing: it only gets the link to
+    the request's page on SIGNOFF_URL, and its accepting that link approves nothing."""
     config: dict[str, Any] = json.loads(_readme_proxy_config())
     args: list[str] = config["mcpServers"]["filesystem"]["args"]
-    assert "--approver-token" not in args
+    assert "--approver-token" not in args and "--form-elicitation" not in args
     log = tmp_path / "calls.jsonl"
     args = [*args[: args.index("--") + 1], sys.executable, str(CHILD), str(log)]
     env = {**server.env, "SIGNOFF_URL": server.base, "SIGNOFF_TOKEN": agent_token(server)}
     params = StdioServerParameters(command=sys.executable, args=["-m", "signoff", *args], env=env)
 
-    async def never(
+    links: list[str] = []
+
+    async def link_only(
         context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult:
-        raise AssertionError("the client must not be asked")
+        assert isinstance(params, types.ElicitRequestURLParams), "the client must get no form"
+        links.append(params.url)
+        return types.ElicitResult(action="accept", content={"approve": True})
 
-    async with Client(params, cache=None, elicitation_callback=never) as client:
+    async with Client(params, cache=None, elicitation_callback=link_only) as client:
         call = asyncio.create_task(client.call_tool("delete_file", {"path": "/tmp/z"}))
         pending = await pending_request(api)
+        for _ in range(200):
+            if links:
+                break
+            await asyncio.sleep(0.05)
+        assert links == [f"{server.base}/requests/{pending['id']}"]
+        await asyncio.sleep(0.5)
+        assert (await api.get(f"{API}/requests/{pending['id']}")).json()["status"] == "pending"
         await decide(api, pending["id"], {"type": "approve"})
         assert text(await call) == "deleted /tmp/z"
     decision = (await api.get(f"{API}/requests/{pending['id']}")).json()["decision"]

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
@@ -178,17 +179,36 @@ def mcp_proxy(
         bool,
         typer.Option(
             "--elicit/--no-elicit",
-            help="Also ask approve / reject in MCP clients that support elicitation.",
+            help="Also ask in MCP clients that support elicitation: those declaring URL mode "
+            "get a link to the request's page in the web inbox (where a person signs in and "
+            "decides), and with --form-elicitation a form.",
         ),
     ] = True,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="The web inbox's address as the person's browser reaches it, for the links "
+            "sent to MCP clients (default: --server's URL; on --db, no links without it).",
+            show_default=False,
+        ),
+    ] = None,
+    form_elicitation: Annotated[
+        bool,
+        typer.Option(
+            "--form-elicitation",
+            help="Let MCP clients that support form elicitation answer approve / reject "
+            "themselves (recorded via mcp-elicitation with the client's name). Whoever "
+            "controls the MCP client can then approve. With --server it needs "
+            "--approver-token; on --db you are the approver.",
+        ),
+    ] = False,
     approver_token: Annotated[
         str | None,
         typer.Option(
             "--approver-token",
-            help="With --server: an approver's token, so that the MCP client may also ask "
-            "approve / reject and its answers decide (recorded via mcp-elicitation with the "
-            "client's name). Whoever controls the MCP client can then approve; without it, "
-            "only the inbox decides.",
+            help="With --server and --form-elicitation: the approver's or admin's token the "
+            "client's form answers decide as.",
             show_default=False,
         ),
     ] = None,
@@ -219,6 +239,11 @@ def mcp_proxy(
     except PolicyError as exc:
         fail(exc.message)
     policy = HintedPolicy(base, trust_hints=not ignore_hints)
+    if approver_token and not form_elicitation:
+        fail("--approver-token goes with --form-elicitation: whom the client's form decides as")
+    if form_elicitation and server is not None and not approver_token:
+        fail("--form-elicitation with --server needs --approver-token: whom the form decides as")
+    page_base = _page_base(public_url, server)
     params = StdioServerParameters(
         command=command[0], args=command[1:], env=dict(os.environ), cwd=os.getcwd()
     )
@@ -240,7 +265,8 @@ def mcp_proxy(
                     agent,
                     policy,
                     session_id=_session(session, "mcp-proxy"),
-                    approver=person if elicit else None,
+                    approver=person if elicit and form_elicitation else None,
+                    page_base=page_base if elicit else None,
                     hold=hold,
                 )
                 await _serve(proxy.server(), http=http, host=host, port=port, http_token=http_token)
@@ -250,6 +276,25 @@ def mcp_proxy(
                     await supervisor
 
     run(go)
+
+
+def _page_base(public_url: str | None, server: str | None) -> str | None:
+    """Where the person's browser reaches the web inbox: --public-url, else --server."""
+    if public_url is None:
+        return server.rstrip("/") if server else None
+    parts = urlsplit(public_url.strip())
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.username is not None
+        or parts.query
+        or parts.fragment
+    ):
+        fail(
+            f"--public-url {public_url!r} is not an http(s) address without credentials, "
+            "query or fragment, e.g. https://signoff.example.com"
+        )
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
 def mcp_server(

@@ -196,7 +196,7 @@ def _deciding(router: APIRouter) -> None:
         """Decide a pending request; 403 for an agent, whatever the id.
 
         ``?via=mcp-elicitation&client=NAME`` records that the person answered in an MCP
-        client's prompt (as ``signoff mcp-proxy --approver-token`` does).
+        client's prompt (as ``signoff mcp-proxy --form-elicitation`` does).
         """
         return await service.decide(request_id, body, caller, via=via, client=client)
 

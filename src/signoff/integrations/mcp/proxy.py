@@ -15,14 +15,25 @@ It is forwarded only once a person approved it and the proxy claimed it, with th
 approved arguments (edited ones if the person edited them; the model is told). A
 rejection comes back as a tool error carrying the reason; nothing is forwarded.
 
-The call is held for at most ``hold`` seconds (see :mod:`signoff.integrations.mcp.holding`); a
-client that declares form elicitation is also asked approve / reject directly, as the
-approving principal ``approver``, and whichever of the inbox and the client answers first
-wins. Such an answer is recorded ``via="mcp-elicitation"`` with the client's self-reported
-name: whoever controls the MCP client (its host app, and so possibly the model's own
-harness) can give it, so it is on the record as exactly that, not as the person's inbox.
-On the 2025 protocol the question goes to the client mid-call; on 2026-07-28 the call
-returns ``input_required`` at once and the client's retry carries the answer.
+The call is held for at most ``hold`` seconds (see :mod:`signoff.integrations.mcp.holding`).
+Meanwhile the MCP client may be asked too, in one of two ways:
+
+- URL mode (the default, for a client that declares it, when the proxy knows the inbox's
+  address ``page_base``): the client shows its person a link to the request's page in
+  signoff's web inbox, where they sign in and decide as any inbox decision. The request's
+  context records ``"elicitation": "mcp-url"``; once it is decided (anywhere) the client
+  gets the elicitation-complete notification. A client whose person declines the link has
+  the call rejected: the proxy withdraws the request, reason :data:`DECLINED`.
+- Form mode (only with an ``approver``, which the operator turns on): the client answers
+  approve / reject itself, as ``approver``. Such an answer is recorded
+  ``via="mcp-elicitation"`` with the client's self-reported name: whoever controls the MCP
+  client (its host app, and so possibly the model's own harness) can give it, so it is on
+  the record as exactly that, not as the person's inbox.
+
+Whichever of the inbox and the client answers first wins. On the 2025 protocol the question
+goes to the client mid-call; on 2026-07-28 the call returns ``input_required`` at once and
+the client's retry carries the answer (that protocol has no elicitation-complete
+notification).
 
 If the child exits, the call in flight gets a clear error (a claimed call is reported
 failed and never run again) and the child is started again.
@@ -35,10 +46,12 @@ import contextlib
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 from pydantic import JsonValue
 
@@ -81,9 +94,21 @@ from signoff.errors import (
 from signoff.integrations.outcomes import denial, edit_note
 from signoff.leases import holding
 
-__all__ = ["HintedPolicy", "McpProxy", "Upstream", "UpstreamDown"]
+__all__ = ["DECLINED", "HintedPolicy", "McpProxy", "Upstream", "UpstreamDown"]
 
 _T = TypeVar("_T")
+
+AskMode = Literal["url", "form"]
+"""How the MCP client is asked: a link to the request's page, or a form it answers itself."""
+
+DECLINED = "declined by the MCP client's user"
+"""The reason a request is withdrawn with when the client's person declines the link."""
+
+URL_ELICITATION = "mcp-url"
+"""The request's ``context["elicitation"]`` when the client is sent to the request's page."""
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+"""A tool name as MCP defines them; the client's prompt repeats no other name."""
 
 ELICIT_KEY = "signoff_approval"
 """The key of the approve / reject question in a 2026-07-28 ``input_required`` result."""
@@ -232,6 +257,7 @@ class McpProxy:
         *,
         session_id: str,
         approver: Backend | None = None,
+        page_base: str | None = None,
         hold: float = HOLD_SECONDS,
         server_name: str = "signoff-mcp-proxy",
     ) -> None:
@@ -240,8 +266,11 @@ class McpProxy:
         self.policy = policy
         self.session_id = session_id
         self.approver = approver
-        """Who decides when the person answers in the MCP client (None: never asked there);
+        """Who decides when the client answers a form itself (None: no form elicitation);
         those decisions are recorded ``via="mcp-elicitation"`` with the client's name."""
+        self.page_base = page_base.rstrip("/") if page_base else None
+        """The web inbox's address as the person's browser reaches it (None: no URL
+        elicitation); a request's page is ``{page_base}/requests/{id}``."""
         self.hold = clamp_hold(hold)
         self.server_name = server_name
         self._seal_key = secrets.token_bytes(32)
@@ -350,7 +379,7 @@ class McpProxy:
                     tool_name=params.name,
                     tool_args=args,
                     args_schema=self._schemas.get(params.name),
-                    context={"via": "mcp-proxy", "server": self.server_label()},
+                    context=self._context(ctx),
                 )
             )
             return await self._settle(ctx, _approval(submitted.request))
@@ -358,6 +387,18 @@ class McpProxy:
             return text_result(f"The call could not be made: {exc}.", error=True)
         except CallerError as exc:
             return text_result(exc.message, error=True)
+
+    def _context(self, ctx: ServerRequestContext[Any]) -> dict[str, JsonValue]:
+        """The request's context: the proxy, the wrapped server, and the link sent, if any."""
+        context: dict[str, JsonValue] = {"via": "mcp-proxy", "server": self.server_label()}
+        if self._ask_mode(ctx) == "url":
+            context["elicitation"] = URL_ELICITATION
+        return context
+
+    def page_url(self, request: Request) -> str:
+        """The request's page in the web inbox: built from ``page_base`` and its id only."""
+        assert self.page_base is not None
+        return f"{self.page_base}/requests/{quote(request.id, safe='')}"
 
     def server_label(self) -> str:
         """The wrapped server's command line, for the reviewer."""
@@ -383,13 +424,19 @@ class McpProxy:
         self, ctx: ServerRequestContext[Any], request: ApprovalRequest
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Hold a pending request (asking the client too, where it can be asked), then act."""
-        if request.status == "pending" and self._can_elicit(ctx):
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return types.InputRequiredResult(
-                    input_requests={ELICIT_KEY: _elicit_request(request)},
-                    request_state=self._seal(request.id),
-                )
+        mode = self._ask_mode(ctx) if request.status == "pending" else None
+        if mode is not None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return types.InputRequiredResult(
+                input_requests={ELICIT_KEY: self._elicit_request(request, mode, modern=True)},
+                request_state=self._seal(request.id),
+            )
+        if mode == "form":
             request = await self._race_elicitation(ctx, request)
+        elif mode == "url":
+            raced = await self._race_link(ctx, request)
+            if raced is None:
+                return await self._declined(request)
+            request = raced
         elif request.status == "pending":
             request = _approval(await self.backend.wait(request.id, self.hold))
         return await self._outcome(request)
@@ -411,24 +458,62 @@ class McpProxy:
         if not bound:
             raise MCPError(types.INVALID_PARAMS, "requestState belongs to another call")
         answer = (params.input_responses or {}).get(ELICIT_KEY)
+        mode = self._ask_mode(ctx)
         if request.status == "pending" and isinstance(answer, types.ElicitResult):
-            request = await self._apply(request, answer, _client_name(ctx))
+            if mode == "form":
+                request = await self._apply(request, answer, _client_name(ctx))
+            elif mode == "url" and answer.action == "decline":
+                return await self._declined(request)
         if request.status == "pending":
             request = _approval(await self.backend.wait(request.id, self.hold))
         return await self._outcome(request)
 
-    def _can_elicit(self, ctx: ServerRequestContext[Any]) -> bool:
-        if self.approver is None:
-            return False
+    def _ask_mode(self, ctx: ServerRequestContext[Any]) -> AskMode | None:
+        """How this client is asked: a form only where the operator allowed it, else a link."""
         caps = ctx.session.client_capabilities
         elicitation = caps.elicitation if caps is not None else None
-        return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
+        if elicitation is None:
+            return None
+        # an empty elicitation capability is the 2025-06-18 form of "form mode"
+        if self.approver is not None and (elicitation.form is not None or elicitation.url is None):
+            return "form"
+        if self.page_base is not None and elicitation.url is not None:
+            return "url"
+        return None
+
+    def _elicit_request(
+        self, request: ApprovalRequest, mode: AskMode, *, modern: bool
+    ) -> types.ElicitRequest:
+        if mode == "form":
+            return _form_request(request)
+        return types.ElicitRequest(
+            params=types.ElicitRequestURLParams(
+                message=self._link_message(request),
+                url=self.page_url(request),
+                # 2026-07-28 has no elicitation ids (and no completion notification)
+                elicitation_id=None if modern else f"{request.id}.{secrets.token_hex(8)}",
+            )
+        )
+
+    def _link_message(self, request: ApprovalRequest) -> str:
+        """The client's prompt for the link: what waits, and where to decide it.
+
+        The tool is named only when the wrapped server lists it under a well-formed name: a
+        model can call any name, and the prompt must not carry its text (a link, markup).
+        """
+        name = request.tool_name
+        known = name in self.policy.hints and _TOOL_NAME.fullmatch(name) is not None
+        return (
+            f"The call to {name if known else 'a tool'} waits for a person's approval in "
+            f"signoff (request {request.id}). Open the link to review it, sign in and approve "
+            "or reject it there."
+        )
 
     async def _race_elicitation(
         self, ctx: ServerRequestContext[Any], request: ApprovalRequest
     ) -> ApprovalRequest:
         """2025 protocol: ask the client mid-call while waiting; the first answer wins."""
-        message = _elicit_request(request).params
+        message = _form_request(request).params
         assert isinstance(message, types.ElicitRequestFormParams)
         asked = asyncio.create_task(
             ctx.session.elicit_form(
@@ -450,11 +535,57 @@ class McpProxy:
                     return request
             return _approval(await waited)
         finally:
-            for task in (asked, waited):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            await _cancelled(asked, waited)
+
+    async def _race_link(
+        self, ctx: ServerRequestContext[Any], request: ApprovalRequest
+    ) -> ApprovalRequest | None:
+        """2025 protocol: send the client the request's page while waiting for a decision.
+
+        None when the client's person declined the link. Once the request is decided, the
+        client is told the elicitation is complete.
+        """
+        link = self._elicit_request(request, "url", modern=False).params
+        assert isinstance(link, types.ElicitRequestURLParams) and link.elicitation_id
+        elicitation_id = link.elicitation_id
+        asked = asyncio.create_task(
+            ctx.session.elicit_url(
+                link.message, link.url, elicitation_id, related_request_id=ctx.request_id
+            )
+        )
+        waited = asyncio.create_task(self.backend.wait(request.id, self.hold))
+        try:
+            done, _ = await asyncio.wait({asked, waited}, return_when=asyncio.FIRST_COMPLETED)
+            if asked in done:
+                try:
+                    answer = asked.result()
+                except Exception as exc:  # the client could not show it: the inbox still can
+                    print(f"signoff mcp-proxy: elicitation failed: {exc}", file=sys.stderr)
+                else:
+                    if answer.action == "decline":
+                        return None
+            request = _approval(await waited)
+        finally:
+            await _cancelled(asked, waited)
+        if request.status != "pending":
+            try:
+                await ctx.session.send_elicit_complete(
+                    elicitation_id, related_request_id=ctx.request_id
+                )
+            except Exception as exc:  # the decision stands; the client retries on its own
+                print(f"signoff mcp-proxy: elicitation complete: {exc}", file=sys.stderr)
+        return request
+
+    async def _declined(self, request: ApprovalRequest) -> types.CallToolResult:
+        """The client's person declined the link: withdraw the request, reject the call."""
+        try:
+            await self.backend.cancel(request.id, DECLINED)
+        except InvalidTransition:  # decided meanwhile: that decision stands
+            return await self._outcome(_approval(await self.backend.get(request.id)))
+        return text_result(
+            f"The call to {request.tool_name} was rejected: {DECLINED}. It was not run.",
+            error=True,
+        )
 
     async def _apply(
         self, request: ApprovalRequest, answer: types.ElicitResult, client: str | None
@@ -555,7 +686,16 @@ def _approval(request: Request) -> ApprovalRequest:
     return request
 
 
-def _elicit_request(request: ApprovalRequest) -> types.ElicitRequest:
+async def _cancelled(*tasks: asyncio.Task[Any]) -> None:
+    """Cancel whichever of ``tasks`` is still running, and let it finish."""
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def _form_request(request: ApprovalRequest) -> types.ElicitRequest:
     shown = json.dumps(request.tool_args, ensure_ascii=False, sort_keys=True)
     if len(shown) > 2000:
         shown = shown[:2000] + " ... (truncated)"
