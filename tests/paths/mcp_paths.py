@@ -92,15 +92,16 @@ class McpHost:
 class Proxy:
     """``signoff mcp-proxy`` as the agent, wrapping :mod:`tests.paths.mcp_tools`, held open.
 
-    With ``elicit``, it also holds the admin's ``--approver-token`` and answers every form
-    elicitation with :attr:`answer` (the person deciding in their MCP client).
+    With ``elicit``, it turns on ``--form-elicitation`` with the admin's
+    ``--approver-token`` and answers every form elicitation with :attr:`answer` (the person
+    deciding in their MCP client).
     """
 
     def __init__(self, paths: PathsServer, session_id: str, *, elicit: bool = False) -> None:
         self.session_id = session_id
         self.log = paths.home / f"{session_id}.jsonl"
         self.answer: Content = {}
-        extra = ["--approver-token", paths.admin_token] if elicit else []
+        extra = ["--form-elicitation", "--approver-token", paths.admin_token] if elicit else []
         args = [
             "mcp-proxy",
             "--server",
