@@ -8,6 +8,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── RequestNotFound         no such request (or not visible to the caller)
     │   ├── GrantNotFound           no such standing grant
     │   ├── TokenNotFound           no such API token
+    │   ├── RouteNotFound           no such notification route (or person link)
     │   ├── TaskNotFound            no such hosted agent run (or agent), or not visible
     │   ├── InvalidRequest          a request that cannot be submitted as given
     │   ├── InvalidHeader           a request header that cannot be read (Last-Event-ID)
@@ -28,7 +29,8 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
         ├── ServerBusy              the server holds as many connections as it may
         ├── ServerStopping          the server is shutting down; ask again once it is back
         ├── AuditChainBroken        the audit log fails verification
-        └── UpstreamDown            the MCP server signoff wraps is not running
+        ├── UpstreamDown            the MCP server signoff wraps is not running
+        └── SendFailed              a notification could not be delivered (retried)
 
 A ``StoreConflict`` is the store's answer to the service, which turns it into what the
 caller sees (the existing request, or ``InvalidTransition``); it is in the tree so that
@@ -53,7 +55,9 @@ __all__ = [
     "PolicyError",
     "RequestNotFound",
     "RequestTimeout",
+    "RouteNotFound",
     "RuntimeFailure",
+    "SendFailed",
     "ServerBusy",
     "ServerStopping",
     "SignoffError",
@@ -101,6 +105,13 @@ class TokenNotFound(CallerError):
     def __init__(self, token_id: str) -> None:
         super().__init__(f"no token with id {token_id!r}")
         self.token_id = token_id
+
+
+class RouteNotFound(CallerError):
+    """No notification route (or person link) has this name."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"no {what}")
 
 
 class TaskNotFound(CallerError):
@@ -210,3 +221,8 @@ class AuditChainBroken(RuntimeFailure):
 
 class UpstreamDown(RuntimeFailure):
     """The wrapped MCP server is not running (it exited, or could not be started)."""
+
+
+class SendFailed(RuntimeFailure):
+    """A channel could not deliver a notice; the dispatcher retries it with backoff and
+    shows the message in ``signoff notify list``, the inbox and the log."""

@@ -15,6 +15,7 @@ __all__ = [
     "Approve",
     "Channel",
     "Choose",
+    "ClientChannel",
     "Decision",
     "DecisionAdapter",
     "DecisionRecord",
@@ -25,9 +26,13 @@ __all__ = [
 ]
 
 DecisionType: TypeAlias = Literal["approve", "reject", "respond", "choose", "answer"]
-Channel: TypeAlias = Literal["person", "mcp-elicitation"]
-"""How a person's decision reached signoff: directly, or through an MCP client's prompt."""
-PERSON_CHANNELS: tuple[Channel, ...] = ("person", "mcp-elicitation")
+Channel: TypeAlias = Literal["person", "mcp-elicitation", "slack", "email-link"]
+"""How a person's decision reached signoff: directly, through an MCP client's prompt, a
+Slack message's buttons, or a signed link in an email."""
+PERSON_CHANNELS: tuple[Channel, ...] = ("person", "mcp-elicitation", "slack", "email-link")
+ClientChannel: TypeAlias = Literal["person", "mcp-elicitation"]
+"""The channels a client of the HTTP API may name: Slack and email-link decisions arrive
+only through their own verified endpoints."""
 Scope: TypeAlias = Literal["once", "session", "always"]
 
 _TEXT = 20_000
@@ -112,9 +117,12 @@ class DecisionRecord(_Model):
     """When."""
     seen_digest: str | None = None
     """Digest of the tool name and arguments the decider was shown (approval requests)."""
-    via: Literal["person", "mcp-elicitation", "grant", "policy", "expiry"] = "person"
+    via: Literal[
+        "person", "mcp-elicitation", "slack", "email-link", "grant", "policy", "expiry"
+    ] = "person"
     """What made the decision: a person (``person``; ``mcp-elicitation`` when they answered
-    in an MCP client's own prompt, which the client's host controls), or no person."""
+    in an MCP client's own prompt, which the client's host controls; ``slack`` from a Slack
+    message; ``email-link`` from a signed link in an email), or no person."""
     client: str | None = None
     """For ``mcp-elicitation``: the MCP client's name, as the client itself reported it."""
     extra: dict[str, JsonValue] | None = None

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import Field, JsonValue
 
-from signoff.domain.decisions import Channel, Decision, DecisionAdapter
+from signoff.domain.decisions import ClientChannel, Decision, DecisionAdapter
 from signoff.domain.requests import Request as SignoffRequest
 from signoff.domain.requests import RequestKind, Status
 from signoff.domain.submission import NewRequest
@@ -190,7 +190,7 @@ def _deciding(router: APIRouter) -> None:
         body: Decision,
         service: ServiceDep,
         caller: Caller,
-        via: Channel = "person",
+        via: ClientChannel = "person",
         client: Annotated[str | None, Query(max_length=MAX_CLIENT_NAME)] = None,
     ) -> SignoffRequest:
         """Decide a pending request; 403 for an agent, whatever the id.
