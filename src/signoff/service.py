@@ -38,6 +38,16 @@ from signoff.domain.clock import Clock, system_clock
 from signoff.domain.decisions import Approve, Channel, Decision, DecisionAdapter, DecisionRecord
 from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
+from signoff.domain.notify import (
+    LinkKind,
+    Notice,
+    PersonLink,
+    Route,
+    RouteSpec,
+    RouteStatus,
+    WebhookTarget,
+    new_route_id,
+)
 from signoff.domain.policies import Governance, Policy, PolicyDecision
 from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, FileReader, file_edit_preview
 from signoff.domain.principals import (
@@ -93,6 +103,7 @@ from signoff.errors import (
     InvalidTransition,
     NotAllowed,
     RequestNotFound,
+    RouteNotFound,
     RuntimeFailure,
     SignoffError,
     StoreUnavailable,
@@ -937,6 +948,185 @@ class Service:
             raise InvalidTransition(f"delivery {delivery_id} has not been tried yet")
         return delivery.model_copy(update={"status": "pending", "attempts": 0})
 
+    # -- notification routes, person links, notices -------------------------------------
+
+    async def routes(self) -> list[Route]:
+        """Every route the dispatcher follows: tools.toml's (read-only) and the stored ones."""
+        from_policy = list(self.policy.routes()) if self.policy is not None else []
+        taken = {r.name for r in from_policy}
+        return from_policy + [r for r in await self.store.list_routes() if r.name not in taken]
+
+    async def add_route(
+        self,
+        spec: RouteSpec | Mapping[str, Any],
+        principal: Principal,
+        *,
+        allow_private: bool = False,
+    ) -> Route:
+        """Add a notification route (admins), audited. A webhook channel's URL must name a
+        public address unless ``allow_private`` (as for webhooks); ``escalate_to`` must name
+        an existing route."""
+        _admins_only(principal, "manage notification routes")
+        if not isinstance(spec, RouteSpec):
+            try:
+                spec = RouteSpec.model_validate(spec)
+            except ValidationError as exc:
+                raise InvalidRequest(validation_message(exc)) from None
+        routes = {r.name: r for r in await self.routes()}
+        if spec.name in routes:
+            where = " in tools.toml" if routes[spec.name].source == "tools.toml" else ""
+            raise InvalidRequest(f"a route named {spec.name!r} exists{where}")
+        if spec.escalate_to is not None and spec.escalate_to not in routes:
+            raise InvalidRequest(f"escalate_to names no route: {spec.escalate_to!r}")
+        if isinstance(spec.channel, WebhookTarget):
+            await check_target(spec.channel.url, allow_private=allow_private)
+        now = self.clock()
+        route = Route(
+            **spec.model_dump(),
+            id=new_route_id(),
+            created_by=principal.name,
+            created_at=now,
+        )
+        audit = AuditDraft(
+            action="notify.route.add",
+            actor=principal.name,
+            details=route.model_dump(mode="json"),
+        )
+        await self._commit(Write(at=now, routes=(route,), audit=(audit,)))
+        return route
+
+    async def list_routes(self, principal: Principal) -> list[RouteStatus]:
+        """Every route with whether it is reaching anyone (admins)."""
+        _admins_only(principal, "list notification routes")
+        return [
+            _route_status(route, await self.store.list_notices(route_id=route.id, limit=50))
+            for route in await self.routes()
+        ]
+
+    async def remove_route(self, name: str, principal: Principal) -> Route:
+        """Remove a stored route (admins), audited; tools.toml's routes are edited there."""
+        _admins_only(principal, "manage notification routes")
+        routes = await self.routes()
+        found = next((r for r in routes if r.name == name), None)
+        if found is None:
+            raise RouteNotFound(f"notification route named {name!r}")
+        if found.source == "tools.toml":
+            raise InvalidRequest(f"route {name!r} comes from tools.toml: edit the file instead")
+        escalating = [r.name for r in routes if r.escalate_to == name]
+        if escalating:
+            raise InvalidRequest(f"route {name!r} is the escalation of {', '.join(escalating)}")
+        audit = AuditDraft(
+            action="notify.route.remove",
+            actor=principal.name,
+            details={"route_id": found.id, "name": found.name},
+        )
+        await self._commit(Write(at=self.clock(), removed_routes=(found.id,), audit=(audit,)))
+        return found
+
+    async def link_person(
+        self, kind: LinkKind | str, external_id: str, name: str, principal: Principal
+    ) -> PersonLink:
+        """Make a Slack user id or an email address stand for a signoff person (admins),
+        audited. The person must hold a live approver or admin token: only they decide."""
+        _admins_only(principal, "link people")
+        if kind not in ("slack", "email"):
+            raise InvalidRequest("a person link's kind is slack or email")
+        if kind == "email":
+            external_id = external_id.strip().lower()
+        if await self._decider_named(name) is None:
+            raise InvalidRequest(f"no live approver or admin token is named {name!r}")
+        try:
+            link = PersonLink(
+                kind=kind,
+                external_id=external_id,
+                name=name,
+                created_by=principal.name,
+                created_at=self.clock(),
+            )
+        except ValidationError as exc:
+            raise InvalidRequest(validation_message(exc)) from None
+        audit = AuditDraft(
+            action="person.link",
+            actor=principal.name,
+            details={"kind": link.kind, "external_id": link.external_id, "name": name},
+        )
+        await self._commit(Write(at=link.created_at, links=(link,), audit=(audit,)))
+        return link
+
+    async def unlink_person(
+        self, kind: LinkKind | str, external_id: str, principal: Principal
+    ) -> PersonLink:
+        """Stop a Slack user id or an email address standing for anyone (admins), audited."""
+        _admins_only(principal, "link people")
+        if kind not in ("slack", "email"):
+            raise InvalidRequest("a person link's kind is slack or email")
+        if kind == "email":
+            external_id = external_id.strip().lower()
+        link = await self.store.get_link(kind, external_id)
+        if link is None:
+            raise RouteNotFound(f"{kind} link for {external_id!r}")
+        audit = AuditDraft(
+            action="person.unlink",
+            actor=principal.name,
+            details={"kind": link.kind, "external_id": link.external_id, "name": link.name},
+        )
+        write = Write(
+            at=self.clock(), removed_links=((link.kind, link.external_id),), audit=(audit,)
+        )
+        await self._commit(write)
+        return link
+
+    async def list_links(self, principal: Principal) -> list[PersonLink]:
+        """Every person link, oldest first (admins)."""
+        _admins_only(principal, "list person links")
+        return await self.store.list_links()
+
+    async def person_for(self, kind: LinkKind, external_id: str) -> Principal | None:
+        """The person a Slack user id or an email address stands for, as the decider their
+        live token makes them; None when unlinked or they hold no live decider token."""
+        key = external_id.strip().lower() if kind == "email" else external_id
+        link = await self.store.get_link(kind, key)
+        return None if link is None else await self._decider_named(link.name)
+
+    async def _decider_named(self, name: str) -> Principal | None:
+        roles = {
+            t.role
+            for t in await self.store.list_tokens()
+            if t.name == name and t.revoked_at is None
+        }
+        # the least power that decides: an admin token beside an approver one adds nothing here
+        role = next((r for r in ("approver", "admin") if r in roles), None)
+        return None if role is None else Principal(name=name, role=role)
+
+    async def use_once(self, key: str, until: datetime) -> bool:
+        """True the first time ``key`` is used (it is remembered until ``until``), False
+        after: a replayed Slack payload, an email link's second use."""
+        if not key or len(key) > 512:
+            raise InvalidRequest("a single-use key is 1 to 512 characters")
+        return await self.store.use_nonce(key, until, self.clock())
+
+    async def record_notices(self, notices: Sequence[Notice]) -> None:
+        """Store new notices, or their attempts' outcomes (by id): the dispatcher's writes."""
+        if notices:
+            await self._commit(Write(at=self.clock(), notices=tuple(notices)))
+
+    async def list_notices(
+        self,
+        principal: Principal,
+        *,
+        route_id: str | None = None,
+        request_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Notice]:
+        """Notices, newest first, of one route and/or request (admins)."""
+        _admins_only(principal, "list notices")
+        return await self.store.list_notices(route_id=route_id, request_id=request_id, limit=limit)
+
+    async def failing_routes(self) -> list[RouteStatus]:
+        """The routes whose latest attempt failed: the inbox's banner (no details beyond
+        name and error, for any signed-in person)."""
+        return [s for s in await self.list_routes(SYSTEM) if s.failing]
+
     # -- inbox sessions ------------------------------------------------------------------
 
     async def sign_in(self, token: str, *, max_age: float) -> tuple[str, Principal]:
@@ -1118,6 +1308,28 @@ def service_for(target: Store | Service, *, clock: Clock = system_clock) -> Serv
     if isinstance(target, Service):
         return target
     return Service(target, clock=clock, read_file=None, follow=False)
+
+
+def _route_status(route: Route, notices: Sequence[Notice]) -> RouteStatus:
+    """Whether a route reaches anyone, from its newest notices (newest first)."""
+    sent = [n.sent_at for n in notices if n.sent_at is not None]
+    last_sent = max(sent) if sent else None
+    failing = next(
+        (
+            n
+            for n in notices
+            if n.last_error is not None
+            and n.status != "sent"
+            and (last_sent is None or n.created_at >= last_sent)
+        ),
+        None,
+    )
+    return RouteStatus(
+        route=route,
+        last_sent_at=last_sent,
+        last_error=failing.last_error if failing is not None else None,
+        failing=failing is not None,
+    )
 
 
 def _manages_webhooks(principal: Principal) -> None:

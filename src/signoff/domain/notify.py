@@ -15,7 +15,7 @@ import re
 import secrets
 from datetime import datetime, timedelta
 from fnmatch import fnmatchcase
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Literal, Self, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
@@ -32,6 +32,7 @@ __all__ = [
     "PersonLink",
     "Route",
     "RouteSource",
+    "RouteSpec",
     "RouteStatus",
     "SlackTarget",
     "Target",
@@ -144,11 +145,9 @@ def _glob(pattern: str | None, value: str | None) -> bool:
     return value is not None and fnmatchcase(value, pattern)
 
 
-class Route(_Model):
-    """Which requests go to which channel, with escalation, expiry warnings and digests."""
+class RouteSpec(_Model):
+    """What a route matches and where it sends: what an admin (or tools.toml) writes."""
 
-    id: str
-    """``route_`` and a random suffix."""
     name: str
     """Unique name (``[a-z0-9][a-z0-9_-]{0,63}``)."""
     tool: str = Field(default="*", max_length=200)
@@ -161,20 +160,14 @@ class Route(_Model):
     """Glob over the session id; None: any."""
     channel: Target
     """Where its notices go."""
-    escalate_after: int | None = Field(default=None, ge=1)
+    escalate_after: int | None = Field(default=None, ge=1, le=366 * 86400)
     """Seconds a request may stay undecided before it is sent to ``escalate_to`` (once)."""
     escalate_to: str | None = None
     """The name of the route an undecided request escalates to."""
-    warn_before_expiry: int | None = Field(default=None, ge=1)
+    warn_before_expiry: int | None = Field(default=None, ge=1, le=366 * 86400)
     """Seconds before a request expires at which the route is warned (once)."""
-    digest: int | None = Field(default=None, ge=1)
+    digest: int | None = Field(default=None, ge=1, le=86400)
     """Seconds: new requests are gathered into one message per window, not one each."""
-    created_by: str
-    """Who added it (``tools.toml`` for a policy file's routes)."""
-    created_at: datetime
-    """When."""
-    source: RouteSource = "api"
-    """``api`` (added with the CLI or HTTP API) or ``tools.toml`` (read-only)."""
 
     @field_validator("name")
     @classmethod
@@ -184,7 +177,7 @@ class Route(_Model):
         return value
 
     @model_validator(mode="after")
-    def _escalation(self) -> Route:
+    def _escalation(self) -> Self:
         if (self.escalate_after is None) != (self.escalate_to is None):
             raise ValueError("escalate_after and escalate_to go together")
         if self.escalate_to is not None and self.escalate_to == self.name:
@@ -199,6 +192,19 @@ class Route(_Model):
         if self.tool != "*" and not _glob(self.tool, tool):
             return False
         return _glob(self.agent, request.requested_by) and _glob(self.session, request.session_id)
+
+
+class Route(RouteSpec):
+    """A stored (or tools.toml) route: its spec, id and who added it."""
+
+    id: str
+    """``route_`` and a random suffix (tools.toml's: ``route_toml_`` and its name)."""
+    created_by: str
+    """Who added it (``tools.toml`` for a policy file's routes)."""
+    created_at: datetime
+    """When."""
+    source: RouteSource = "api"
+    """``api`` (added with the CLI or HTTP API) or ``tools.toml`` (read-only)."""
 
 
 class Notice(_Model):

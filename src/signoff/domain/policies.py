@@ -34,6 +34,15 @@ that has one) is consulted before the global ``$XDG_CONFIG_HOME/signoff/tools.to
     action = "allow"
     extra_args = "ignore"      # allow rules only: also match calls with arguments args lacks
 
+    [[notify]]                 # notification routes (read-only here; see signoff notify)
+    name = "deploys"
+    tool = "deploy*"           # globs: tool, agent, session; kind = approval|choice|questions
+    channel = { type = "slack", channel = "#deploys", mention = ["U0123ABCD"] }
+    escalate_after = 900       # seconds undecided, then once to escalate_to
+    escalate_to = "oncall"
+    warn_before_expiry = 300   # seconds before expiry: warn the route once
+    digest = 600               # optional: one message per window instead of one each
+
     [expiry]                   # optional: for every request this file governs
     expires_in = 3600          # seconds; a requester may ask for less (which then rejects)
     on_expire = "reject"       # reject | approve | default (the requester's default answer)
@@ -54,11 +63,13 @@ import fnmatch
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from signoff.domain.notify import Route, RouteSpec
 from signoff.domain.patterns import ExtraArgs, args_mismatch
 from signoff.domain.requests import OnExpire, RequestKind
 from signoff.domain.submission import MAX_EXPIRES_IN
@@ -77,6 +88,9 @@ __all__ = [
 ]
 
 Verdict: TypeAlias = Literal["allow", "deny", "ask"]
+
+_LOADED = datetime(1970, 1, 1, tzinfo=UTC)
+"""A tools.toml route's ``created_at``: it is not stored, so it has no moment of adding."""
 
 BUILT_IN = "built-in default"
 
@@ -187,6 +201,7 @@ class _FileBody(_Strict):
     governance: _GovernanceTable | None = None
     expiry: _ExpiryTable | None = None
     rules: list[Rule] = []
+    notify: list[RouteSpec] = []
 
     @model_validator(mode="after")
     def _on_expire_needs_expiry(self) -> _FileBody:
@@ -221,6 +236,8 @@ class PolicyFile(BaseModel):
     """The file's ``[expiry]`` table, if any."""
     rules: tuple[Rule, ...] = ()
     """The rules, in order."""
+    notify: tuple[RouteSpec, ...] = ()
+    """The file's ``[[notify]]`` routes, in order."""
 
     @classmethod
     def parse(cls, text: str, source: str = "<string>") -> PolicyFile:
@@ -247,6 +264,7 @@ class PolicyFile(BaseModel):
             governance=body.governance,
             expiry=body.expiry,
             rules=tuple(body.rules),
+            notify=tuple(body.notify),
         )
 
     @classmethod
@@ -331,6 +349,26 @@ class Policy:
     def from_toml(cls, text: str, *, source: str = "<string>") -> Policy:
         """A policy of one file given as text."""
         return cls([PolicyFile.parse(text, source)])
+
+    def routes(self) -> tuple[Route, ...]:
+        """The files' ``[[notify]]`` routes (read-only, source ``tools.toml``); a name two
+        files give is the first file's."""
+        seen: set[str] = set()
+        routes = []
+        for file in self.files:
+            for spec in file.notify:
+                if spec.name not in seen:
+                    seen.add(spec.name)
+                    routes.append(
+                        Route(
+                            **spec.model_dump(),
+                            id=f"route_toml_{spec.name}",
+                            created_by="tools.toml",
+                            created_at=_LOADED,
+                            source="tools.toml",
+                        )
+                    )
+        return tuple(routes)
 
     def governance(self) -> Governance:
         """Who may decide requests no rule speaks of (choice and questions requests)."""

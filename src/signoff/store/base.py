@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from signoff.domain.audit import AuditDraft, AuditEntry, LogCoverage
 from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
+from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestKind, Status
 from signoff.domain.sessions import SessionRecord
@@ -69,6 +70,16 @@ class Write:
     """Webhook endpoints to insert, or to replace by id."""
     deliveries: tuple[Delivery, ...] = ()
     """Webhook deliveries to insert, or to replace by id."""
+    routes: tuple[Route, ...] = ()
+    """Notification routes to insert, or to replace by id."""
+    removed_routes: tuple[str, ...] = ()
+    """Ids of notification routes to delete (their notices stay)."""
+    notices: tuple[Notice, ...] = ()
+    """Notices to insert, or to replace by id."""
+    links: tuple[PersonLink, ...] = ()
+    """Person links to insert, or to replace by (kind, external id)."""
+    removed_links: tuple[tuple[LinkKind, str], ...] = ()
+    """(kind, external id) of person links to delete."""
     task: Task | None = None
     """A hosted agent run: inserted when ``version`` is 1, else stored only if the stored
     version is ``task.version - 1`` (VersionConflict otherwise). Each of its pending calls'
@@ -244,6 +255,27 @@ class Store(Protocol):
 
     async def due_deliveries(self, now: datetime, limit: int = 100) -> list[Delivery]:
         """Pending deliveries whose next attempt is due, oldest first."""
+
+    async def list_routes(self) -> list[Route]:
+        """Stored notification routes, oldest first."""
+
+    async def list_links(self) -> list[PersonLink]:
+        """Person links, oldest first."""
+
+    async def get_link(self, kind: LinkKind, external_id: str) -> PersonLink | None:
+        """The link of this Slack user id or email address, or None."""
+
+    async def list_notices(
+        self, *, route_id: str | None = None, request_id: str | None = None, limit: int = 100
+    ) -> list[Notice]:
+        """Notices, newest first, of one route and/or one request if given."""
+
+    async def due_notices(self, now: datetime, limit: int = 100) -> list[Notice]:
+        """Pending notices whose next attempt is due, oldest due first."""
+
+    async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
+        """Record ``key`` as used until ``until``: True if it was not already (forgetting
+        keys whose time ended by ``now``), False if it was. Atomic across processes."""
 
     async def get_task(self, task_id: str) -> Task | None:
         """The task with this id, or None."""

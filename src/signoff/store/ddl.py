@@ -15,6 +15,7 @@ __all__ = [
     "CALL_PER_REQUESTER",
     "EVENTS",
     "GRANTS_TOKENS_AUDIT",
+    "NOTIFY",
     "REQUESTS",
     "SESSIONS",
     "TASKS",
@@ -130,6 +131,41 @@ CREATE UNIQUE INDEX requests_call ON requests (session_id, tool_call_id, request
     WHERE tool_call_id IS NOT NULL;
 """
 """One tool_call_id per session and requester, not per session."""
+
+NOTIFY = """
+CREATE TABLE notify_routes (
+    id {key} PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_us {big} NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE notices (
+    id {key} PRIMARY KEY,
+    route_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    purpose TEXT NOT NULL,
+    status TEXT NOT NULL,
+    next_attempt_us {big} NOT NULL,
+    created_us {big} NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX notices_due ON notices (next_attempt_us, id) WHERE status = 'pending';
+CREATE INDEX notices_request ON notices (request_id, created_us);
+CREATE INDEX notices_route ON notices (route_id, created_us DESC, id DESC);
+CREATE TABLE person_links (
+    id {key} PRIMARY KEY,
+    name TEXT NOT NULL,
+    created_us {big} NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE nonces (
+    key {key} PRIMARY KEY,
+    until_us {big} NOT NULL
+);
+CREATE INDEX nonces_until ON nonces (until_us);
+"""
+"""Notification routes, the notices sent on them, people's Slack and email links, and the
+keys used once (replayed Slack payloads, single-use email links)."""
 
 
 def for_dialect(*fragments: str, key: str, big: str) -> str:

@@ -14,6 +14,7 @@ from signoff.domain.audit import (
 )
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.sessions import SessionRecord
@@ -54,6 +55,10 @@ class MemoryStore:
         self._deliveries: dict[str, Delivery] = {}
         self._tasks: dict[str, Task] = {}
         self._task_requests: dict[str, str] = {}
+        self._routes: dict[str, Route] = {}
+        self._notices: dict[str, Notice] = {}
+        self._links: dict[tuple[LinkKind, str], PersonLink] = {}
+        self._nonces: dict[str, datetime] = {}
         self._lock = asyncio.Lock()
 
     async def open(self) -> None:
@@ -100,6 +105,16 @@ class MemoryStore:
                 self._webhooks[webhook.id] = webhook
             for delivery in write.deliveries:
                 self._deliveries[delivery.id] = delivery
+            for route in write.routes:
+                self._routes[route.id] = route
+            for route_id in write.removed_routes:
+                self._routes.pop(route_id, None)
+            for notice in write.notices:
+                self._notices[notice.id] = notice
+            for link in write.links:
+                self._links[(link.kind, link.external_id)] = link
+            for key in write.removed_links:
+                self._links.pop(key, None)
             audit: list[AuditEntry] = []
             for draft in write.audit:
                 prev = self._audit[-1].hash if self._audit else GENESIS_HASH
@@ -319,6 +334,51 @@ class MemoryStore:
         ]
         due.sort(key=lambda d: (d.next_attempt_at, d.event_seq, d.id))
         return due[:limit]
+
+    async def list_routes(self) -> list[Route]:
+        """Stored notification routes, oldest first."""
+        return sorted(self._routes.values(), key=lambda r: (to_micros(r.created_at), r.id))
+
+    async def list_links(self) -> list[PersonLink]:
+        """Person links, oldest first."""
+        return sorted(
+            self._links.values(), key=lambda p: (to_micros(p.created_at), p.kind, p.external_id)
+        )
+
+    async def get_link(self, kind: LinkKind, external_id: str) -> PersonLink | None:
+        """The link of this Slack user id or email address, or None."""
+        return self._links.get((kind, external_id))
+
+    async def list_notices(
+        self, *, route_id: str | None = None, request_id: str | None = None, limit: int = 100
+    ) -> list[Notice]:
+        """Notices, newest first, of one route and/or one request if given."""
+        found = [
+            n
+            for n in self._notices.values()
+            if (route_id is None or n.route_id == route_id)
+            and (request_id is None or n.request_id == request_id)
+        ]
+        found.sort(key=lambda n: (to_micros(n.created_at), n.id), reverse=True)
+        return found[:limit]
+
+    async def due_notices(self, now: datetime, limit: int = 100) -> list[Notice]:
+        """Pending notices whose next attempt is due, oldest due first."""
+        due = [
+            n for n in self._notices.values() if n.status == "pending" and n.next_attempt_at <= now
+        ]
+        due.sort(key=lambda n: (to_micros(n.next_attempt_at), n.id))
+        return due[:limit]
+
+    async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
+        """Record ``key`` as used until ``until``; False if it already was."""
+        async with self._lock:
+            for old in [k for k, end in self._nonces.items() if end <= now]:
+                del self._nonces[old]
+            if key in self._nonces:
+                return False
+            self._nonces[key] = until
+            return True
 
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""

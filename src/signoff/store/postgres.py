@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
@@ -442,6 +443,70 @@ class PostgresStore:
             limit,
         )
 
+    async def list_routes(self) -> list[Route]:
+        """Stored notification routes, oldest first."""
+        return await self._all(
+            Route.model_validate_json, "SELECT data FROM notify_routes ORDER BY created_us, id"
+        )
+
+    async def list_links(self) -> list[PersonLink]:
+        """Person links, oldest first."""
+        return await self._all(
+            PersonLink.model_validate_json, "SELECT data FROM person_links ORDER BY created_us, id"
+        )
+
+    async def get_link(self, kind: LinkKind, external_id: str) -> PersonLink | None:
+        """The link of this Slack user id or email address, or None."""
+        return await self._one(
+            PersonLink.model_validate_json,
+            "SELECT data FROM person_links WHERE id = $1",
+            tables.link_key(kind, external_id),
+        )
+
+    async def list_notices(
+        self, *, route_id: str | None = None, request_id: str | None = None, limit: int = 100
+    ) -> list[Notice]:
+        """Notices, newest first, of one route and/or one request if given."""
+        return await self._all(
+            Notice.model_validate_json,
+            "SELECT data FROM notices WHERE ($1::text IS NULL OR route_id = $1) "
+            "AND ($2::text IS NULL OR request_id = $2) "
+            "ORDER BY created_us DESC, id DESC LIMIT $3",
+            route_id,
+            request_id,
+            limit,
+        )
+
+    async def due_notices(self, now: datetime, limit: int = 100) -> list[Notice]:
+        """Pending notices whose next attempt is due, oldest due first."""
+        return await self._all(
+            Notice.model_validate_json,
+            "SELECT data FROM notices WHERE status = 'pending' AND next_attempt_us <= $1 "
+            "ORDER BY next_attempt_us, id LIMIT $2",
+            to_micros(now),
+            limit,
+        )
+
+    async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
+        """Record ``key`` as used until ``until``; False if it already was.
+
+        Not retried on a lost connection: the insert may have committed, and a key is
+        better refused once too often than used twice.
+        """
+        pool = self._open_pool()
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                await conn.execute("DELETE FROM nonces WHERE until_us <= $1", to_micros(now))
+                inserted = await conn.fetchval(
+                    "INSERT INTO nonces (key, until_us) VALUES ($1, $2) "
+                    "ON CONFLICT (key) DO NOTHING RETURNING key",
+                    key,
+                    to_micros(until),
+                )
+        except _FAILURES as exc:
+            raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
+        return inserted is not None
+
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""
         return await self._one(
@@ -504,7 +569,16 @@ _INSERT_TASK = (
 _UPDATE_TASK = f"{tables.update_sql(tables.TASKS, tables.numbered)} RETURNING id"
 _UPSERTS = {
     table.name: _upsert_sql(table)
-    for table in (tables.GRANTS, tables.WEBHOOKS, tables.DELIVERIES, tables.TOKENS, tables.SESSIONS)
+    for table in (
+        tables.GRANTS,
+        tables.WEBHOOKS,
+        tables.DELIVERIES,
+        tables.TOKENS,
+        tables.SESSIONS,
+        tables.ROUTES,
+        tables.NOTICES,
+        tables.PERSON_LINKS,
+    )
 }
 
 
@@ -655,6 +729,18 @@ async def _apply(conn: Any, write: Write) -> Committed:
     await _upsert(conn, tables.DELIVERIES, write.deliveries)
     await _upsert(conn, tables.TOKENS, write.tokens)
     await _upsert(conn, tables.SESSIONS, write.sessions)
+    await _upsert(conn, tables.ROUTES, write.routes)
+    await _upsert(conn, tables.NOTICES, write.notices)
+    await _upsert(conn, tables.PERSON_LINKS, write.links)
+    if write.removed_routes:
+        await conn.execute(
+            "DELETE FROM notify_routes WHERE id = ANY($1::text[])", list(write.removed_routes)
+        )
+    if write.removed_links:
+        await conn.execute(
+            "DELETE FROM person_links WHERE id = ANY($1::text[])",
+            [tables.link_key(*key) for key in write.removed_links],
+        )
     if not write.audit and not write.events:
         return Committed()
     return await _append_logs(conn, write, json)

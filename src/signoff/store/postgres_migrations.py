@@ -62,8 +62,9 @@ _INITIAL = ddl.for_dialect(
     big=_BIG,
 )
 _SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
+_NOTIFY = ddl.for_dialect(ddl.NOTIFY, key=_KEY, big=_BIG)
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER)
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER, _NOTIFY)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

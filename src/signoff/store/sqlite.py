@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
@@ -532,6 +533,64 @@ class SQLiteStore:
             limit,
         )
 
+    async def list_routes(self) -> list[Route]:
+        """Stored notification routes, oldest first."""
+        return await self._read_all(
+            Route.model_validate_json, "SELECT data FROM notify_routes ORDER BY created_us, id"
+        )
+
+    async def list_links(self) -> list[PersonLink]:
+        """Person links, oldest first."""
+        return await self._read_all(
+            PersonLink.model_validate_json, "SELECT data FROM person_links ORDER BY created_us, id"
+        )
+
+    async def get_link(self, kind: LinkKind, external_id: str) -> PersonLink | None:
+        """The link of this Slack user id or email address, or None."""
+        return self._lookup_one(
+            PersonLink.model_validate_json,
+            "SELECT data FROM person_links WHERE id = ?",
+            tables.link_key(kind, external_id),
+        )
+
+    async def list_notices(
+        self, *, route_id: str | None = None, request_id: str | None = None, limit: int = 100
+    ) -> list[Notice]:
+        """Notices, newest first, of one route and/or one request if given."""
+        return await self._read_all(
+            Notice.model_validate_json,
+            "SELECT data FROM notices WHERE (? IS NULL OR route_id = ?) "
+            "AND (? IS NULL OR request_id = ?) ORDER BY created_us DESC, id DESC LIMIT ?",
+            route_id,
+            route_id,
+            request_id,
+            request_id,
+            limit,
+        )
+
+    async def due_notices(self, now: datetime, limit: int = 100) -> list[Notice]:
+        """Pending notices whose next attempt is due, oldest due first."""
+        return await self._read_all(
+            Notice.model_validate_json,
+            "SELECT data FROM notices WHERE status = 'pending' AND next_attempt_us <= ? "
+            "ORDER BY next_attempt_us, id LIMIT ?",
+            to_micros(now),
+            limit,
+        )
+
+    async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
+        """Record ``key`` as used until ``until``; False if it already was."""
+
+        def use(conn: sqlite3.Connection) -> bool:
+            conn.execute("DELETE FROM nonces WHERE until_us <= ?", (to_micros(now),))
+            cursor = conn.execute(
+                "INSERT INTO nonces (key, until_us) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                (key, to_micros(until)),
+            )
+            return cursor.rowcount == 1
+
+        return await self._write(use)
+
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""
         return self._lookup_one(
@@ -675,6 +734,18 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
     _replace(conn, tables.DELIVERIES, write.deliveries)
     _replace(conn, tables.TOKENS, write.tokens)
     _replace(conn, tables.SESSIONS, write.sessions)
+    _replace(conn, tables.ROUTES, write.routes)
+    _replace(conn, tables.NOTICES, write.notices)
+    _replace(conn, tables.PERSON_LINKS, write.links)
+    if write.removed_routes:
+        conn.executemany(
+            "DELETE FROM notify_routes WHERE id = ?", [(i,) for i in write.removed_routes]
+        )
+    if write.removed_links:
+        conn.executemany(
+            "DELETE FROM person_links WHERE id = ?",
+            [(tables.link_key(*key),) for key in write.removed_links],
+        )
     audit = _append_audit(conn, write)
     events = _append_events(conn, write, json)
     return Committed(events=tuple(events), audit=tuple(audit))

@@ -49,7 +49,16 @@ CREATE INDEX deliveries_created ON deliveries (created_us DESC, event_seq DESC);
 _TASKS = ddl.for_dialect(ddl.TASKS, key=_KEY, big=_BIG)
 _SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _WEBHOOKS, _TASKS, _SESSIONS, ddl.CALL_PER_REQUESTER)
+_NOTIFY = ddl.for_dialect(ddl.NOTIFY, key=_KEY, big=_BIG)
+
+MIGRATIONS: tuple[str, ...] = (
+    _INITIAL,
+    _WEBHOOKS,
+    _TASKS,
+    _SESSIONS,
+    ddl.CALL_PER_REQUESTER,
+    _NOTIFY,
+)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -20,6 +20,7 @@ from signoff.domain.audit import AuditDraft, AuditEntry, committed_entry, entry_
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
+from signoff.domain.notify import Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
@@ -38,7 +39,10 @@ __all__ = [
     "AUDIT",
     "DELIVERIES",
     "GRANTS",
+    "NOTICES",
+    "PERSON_LINKS",
     "REQUESTS",
+    "ROUTES",
     "SESSIONS",
     "TASKS",
     "TOKENS",
@@ -53,6 +57,7 @@ __all__ = [
     "duplicate_lookups",
     "event_from_row",
     "insert_sql",
+    "link_key",
     "numbered",
     "qmarks",
     "request_page",
@@ -170,6 +175,44 @@ SESSIONS: Table[SessionRecord] = Table(
     "sessions",
     ("id", "token_id", "expires_us", "data"),
     lambda s: (s.id, s.token_id, to_micros(s.expires_at), s.model_dump_json()),
+)
+
+ROUTES: Table[Route] = Table(
+    "notify_routes",
+    ("id", "name", "created_us", "data"),
+    lambda r: (r.id, r.name, to_micros(r.created_at), r.model_dump_json()),
+)
+NOTICES: Table[Notice] = Table(
+    "notices",
+    ("id", "route_id", "request_id", "purpose", "status", "next_attempt_us", "created_us", "data"),
+    lambda n: (
+        n.id,
+        n.route_id,
+        n.request_id,
+        n.purpose,
+        n.status,
+        to_micros(n.next_attempt_at),
+        to_micros(n.created_at),
+        n.model_dump_json(),
+    ),
+)
+
+
+def link_key(kind: str, external_id: str) -> str:
+    """A person link's row id: its kind and external id (one person per Slack user or
+    address)."""
+    return f"{kind}:{external_id}"
+
+
+PERSON_LINKS: Table[PersonLink] = Table(
+    "person_links",
+    ("id", "name", "created_us", "data"),
+    lambda p: (
+        link_key(p.kind, p.external_id),
+        p.name,
+        to_micros(p.created_at),
+        p.model_dump_json(),
+    ),
 )
 
 
