@@ -33,6 +33,7 @@ from signoff.server.auth import (
     session_key,
 )
 from signoff.service import Service
+from signoff.web.email_links import email_link_router
 
 __all__ = ["CSP", "SecurityHeaders", "static_files", "web_router"]
 
@@ -311,4 +312,5 @@ def web_router() -> APIRouter:
         )
         return response
 
+    router.include_router(email_link_router())  # the confirm pages of emailed links
     return router
