@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from signoff.config import ENV_SECRET, ServerSecret, default_db_url, exposed_fil
 from signoff.errors import InvalidRequest
 from signoff.preview_root import PreviewRoot
 from signoff.service import Service
+
+if TYPE_CHECKING:
+    from signoff.server.slack import SlackInteractivity
 
 __all__ = ["check_port_free", "ensure_admin_token", "preview_root_for", "register"]
 
@@ -105,6 +108,23 @@ def _agents(specs: list[str]) -> dict[str, Any]:
             fail(f"{target} is a {type(found).__name__}, not a pydantic-ai Agent")
         agents[name.strip()] = found
     return agents
+
+
+def _slack(
+    token: str | None, secret: str | None, api_url: str | None, base: str
+) -> SlackInteractivity | None:
+    """The Slack sender and interactions route, when both its token and secret are given."""
+    if token is None and secret is None:
+        return None
+    if not token or not secret:
+        fail("Slack needs both --slack-bot-token and --slack-signing-secret")
+    try:
+        from signoff.notify.slack import SlackSender
+        from signoff.server.slack import SlackInteractivity
+    except ImportError:
+        fail("Slack needs its extra: pip install 'signoff[slack]'")
+    sender = SlackSender(token=token, base_url=api_url, public_url=base)
+    return SlackInteractivity(sender=sender, signing_secret=secret)
 
 
 def serve(
@@ -209,6 +229,36 @@ def serve(
             metavar="SECONDS",
         ),
     ] = 5.0,
+    slack_bot_token: Annotated[
+        str | None,
+        typer.Option(
+            "--slack-bot-token",
+            envvar="SIGNOFF_SLACK_BOT_TOKEN",
+            help="The Slack app's bot token (xoxb-..., scope chat:write): Slack routes post "
+            "interactive messages with it. Prefer the environment variable.",
+            show_default=False,
+        ),
+    ] = None,
+    slack_signing_secret: Annotated[
+        str | None,
+        typer.Option(
+            "--slack-signing-secret",
+            envvar="SIGNOFF_SLACK_SIGNING_SECRET",
+            help="The Slack app's signing secret: clicks are taken at "
+            "/integrations/slack/interactions only when signed with it. Prefer the "
+            "environment variable.",
+            show_default=False,
+        ),
+    ] = None,
+    slack_api_url: Annotated[
+        str | None,
+        typer.Option(
+            "--slack-api-url",
+            help="Slack's Web API base URL (default https://slack.com/api/; tests point it "
+            "at a stand-in).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run the signoff server: the web inbox, the HTTP API under /api/v1 and live events."""
     try:
@@ -228,6 +278,7 @@ def serve(
     check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
+    slack = _slack(slack_bot_token, slack_signing_secret, slack_api_url, base)
 
     async def go() -> None:
         async with open_service(db, follow=True) as service:
@@ -243,6 +294,7 @@ def serve(
                 session_key=secret.key,
                 secure_cookies=secure_cookies,
                 trust_forwarded_proto=trust_forwarded_proto,
+                slack=slack,
             )
             http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
             drain = min(1.0, shutdown_timeout / 4)  # streams close themselves within it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -30,6 +30,9 @@ from signoff.service import Service
 from signoff.web.routes import SecurityHeaders, static_files, web_router
 from signoff.webhooks import WebhookDispatcher
 
+if TYPE_CHECKING:
+    from signoff.server.slack import SlackInteractivity
+
 __all__ = ["API", "create_app"]
 
 
@@ -48,6 +51,7 @@ def create_app(
     session_key: bytes | None = None,
     secure_cookies: bool = False,
     trust_forwarded_proto: bool = False,
+    slack: SlackInteractivity | None = None,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
 
@@ -62,6 +66,8 @@ def create_app(
     a random key, so sessions end with the process); they are Secure with
     ``secure_cookies``, or when a trusted proxy says ``X-Forwarded-Proto: https``
     (``trust_forwarded_proto``).
+    With ``slack`` (needs the slack extra), Slack's interactions are taken at
+    ``POST /integrations/slack/interactions``.
     """
     # requests reach this service from agents over HTTP: previews read only inside the
     # operator's preview root, or nothing at all (its in-process default reads anywhere)
@@ -125,6 +131,12 @@ def create_app(
     app.include_router(web_router())
     app.mount("/static", static_files(), name="static")
     app.include_router(hooks_router())
+    if slack is not None:
+        # imported only when used: it needs slack-sdk, from the slack extra
+        from signoff.server.slack import slack_router
+
+        app.state.slack = slack
+        app.include_router(slack_router())
     app.add_middleware(BodyLimit, max_body=max_body, body_timeout=body_timeout)
     app.add_middleware(NoNulInUrl)
     app.add_middleware(FailClosedHooks)  # outside every refusal: a hook's is a 200 deny
