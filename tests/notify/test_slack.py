@@ -44,7 +44,9 @@ def route(channel: str = "#deploys", mention: list[str] | None = None) -> Route:
     )
 
 
-def notice(purpose: Any = "new", ref: dict[str, Any] | None = None) -> Notice:
+def notice(
+    purpose: Any = "new", ref: dict[str, Any] | None = None, request_ids: list[str] | None = None
+) -> Notice:
     return Notice(
         id="notice_1",
         route_id="route_1",
@@ -53,6 +55,7 @@ def notice(purpose: Any = "new", ref: dict[str, Any] | None = None) -> Notice:
         next_attempt_at=NOW,
         created_at=NOW,
         ref=ref,
+        request_ids=request_ids or [],
     )
 
 
@@ -177,3 +180,19 @@ async def test_an_unreachable_slack_fails_the_send() -> None:
     sender = SlackSender(token=BOT_TOKEN, base_url=f"http://127.0.0.1:{free_port()}/api/")
     with pytest.raises(SendFailed, match=r"chat\.postMessage"):
         await sender.send(notice(), request, route())
+
+
+@pytest.mark.parametrize(
+    ("purpose", "line"),
+    [("escalation", "Escalated"), ("warning", "Expires soon"), ("digest", "3 requests arrived")],
+)
+async def test_escalations_warnings_and_digests_say_so(
+    stand_in: SlackStandIn, purpose: str, line: str
+) -> None:
+    """A notice other than the first says above the request why it is sent."""
+    request, _ = await filed({"session_id": "s", "tool_name": "deploy", "tool_args": {}})
+    before = len(stand_in.of("chat.postMessage"))
+    sent = notice(purpose, request_ids=[request.id, "req_b", "req_c"])
+    await sender_for(stand_in).send(sent, request, route())
+    posted = stand_in.wait_for("chat.postMessage", before + 1)[-1]
+    assert posted["blocks"][0]["text"]["text"].startswith(line)

@@ -340,6 +340,13 @@ class SlackSender:
         )
         if notice.purpose in _PURPOSE:
             blocks.insert(0, {"type": "section", "text": _plain(_PURPOSE[notice.purpose], 300)})
+        if notice.purpose == "digest" and len(notice.request_ids) > 1:
+            # one message per window: the first request in full, the rest waiting in the inbox
+            more = len(notice.request_ids) - 1
+            line = (
+                f"{more + 1} requests arrived for {route.name}; the other {more} wait in the inbox."
+            )
+            blocks.insert(0, {"type": "section", "text": _plain(line, 300)})
         answer = await self._call(
             "chat.postMessage",
             channel=target.channel,
