@@ -19,6 +19,7 @@ from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.notify import PersonLink, Route, RouteStatus
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request
 from signoff.domain.submission import NewRequest
@@ -80,6 +81,12 @@ class Backend(Protocol):
         self, *, status: str | None = None, limit: int = 100
     ) -> list[Delivery]: ...
     async def redeliver(self, delivery_id: str) -> Delivery: ...
+    async def add_route(self, spec: Mapping[str, Any]) -> Route: ...
+    async def list_routes(self) -> list[RouteStatus]: ...
+    async def remove_route(self, name: str) -> Route: ...
+    async def link_person(self, kind: str, external_id: str, name: str) -> PersonLink: ...
+    async def unlink_person(self, kind: str, external_id: str) -> PersonLink: ...
+    async def list_links(self) -> list[PersonLink]: ...
     async def get_task(self, task_id: str) -> Task: ...
     async def list_tasks(self, *, status: str | None = None, limit: int = 100) -> list[Task]: ...
 
@@ -212,6 +219,30 @@ class LocalBackend:
         from signoff import webhooks  # sending needs httpx (the server extra)
 
         return await webhooks.redeliver(self.service, self.principal, delivery_id)
+
+    async def add_route(self, spec: Mapping[str, Any]) -> Route:
+        """Add a notification route (admins); in process, a webhook URL must be public."""
+        return await self.service.add_route(spec, self.principal)
+
+    async def list_routes(self) -> list[RouteStatus]:
+        """Notification routes and whether each is failing (admins)."""
+        return await self.service.list_routes(self.principal)
+
+    async def remove_route(self, name: str) -> Route:
+        """Remove a stored notification route (admins)."""
+        return await self.service.remove_route(name, self.principal)
+
+    async def link_person(self, kind: str, external_id: str, name: str) -> PersonLink:
+        """Link a Slack user id or an email address to a person (admins)."""
+        return await self.service.link_person(kind, external_id, name, self.principal)
+
+    async def unlink_person(self, kind: str, external_id: str) -> PersonLink:
+        """Remove a person link (admins)."""
+        return await self.service.unlink_person(kind, external_id, self.principal)
+
+    async def list_links(self) -> list[PersonLink]:
+        """Every person link (admins)."""
+        return await self.service.list_links(self.principal)
 
     async def get_task(self, task_id: str) -> Task:
         """A task this principal may see (its own; approvers and admins: any)."""

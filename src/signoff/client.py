@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
+from urllib.parse import quote
 
 from pydantic import JsonValue
 
@@ -20,6 +21,7 @@ from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.notify import PersonLink, Route, RouteStatus
 from signoff.domain.principals import Principal, Role, TokenRecord
 from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.submission import NewRequest
@@ -52,7 +54,9 @@ from signoff.wire import (
     BatchResults,
     DeliveryList,
     GrantList,
+    LinkList,
     RequestPage,
+    RouteList,
     TokenCreated,
     TokenList,
     TokenView,
@@ -394,6 +398,48 @@ class _Ops:
         )
 
     @staticmethod
+    def add_route(spec: Mapping[str, Any]) -> _Op[Route]:
+        return _Op(
+            "POST",
+            f"{API}/notify/routes",
+            lambda r: Route.model_validate_json(r.content),
+            json=dict(spec),
+        )
+
+    @staticmethod
+    def list_routes() -> _Op[list[RouteStatus]]:
+        return _read("/notify/routes", lambda body: RouteList.model_validate_json(body).items)
+
+    @staticmethod
+    def remove_route(name: str) -> _Op[Route]:
+        path = f"/notify/routes/{quote(name, safe='')}/remove"
+        return _change(path, Route.model_validate_json, subject=name)
+
+    @staticmethod
+    def link_person(kind: str, external_id: str, name: str) -> _Op[PersonLink]:
+        body = {"kind": kind, "external_id": external_id, "name": name}
+        return _Op(
+            "POST",
+            f"{API}/people/links",
+            lambda r: PersonLink.model_validate_json(r.content),
+            json=body,
+        )
+
+    @staticmethod
+    def unlink_person(kind: str, external_id: str) -> _Op[PersonLink]:
+        body = {"kind": kind, "external_id": external_id}
+        return _Op(
+            "POST",
+            f"{API}/people/links/remove",
+            lambda r: PersonLink.model_validate_json(r.content),
+            json=body,
+        )
+
+    @staticmethod
+    def list_links() -> _Op[list[PersonLink]]:
+        return _read("/people/links", lambda body: LinkList.model_validate_json(body).items)
+
+    @staticmethod
     def me() -> _Op[Principal]:
         return _Op("GET", f"{API}/me", lambda r: Principal.model_validate_json(r.content))
 
@@ -567,6 +613,30 @@ class AsyncClient:
     async def list_webhooks(self) -> list[Webhook]:
         """Webhook endpoints (admins), secrets hidden."""
         return await self._run(_Ops.list_webhooks())
+
+    async def add_route(self, spec: Mapping[str, Any]) -> Route:
+        """Add a notification route (admins)."""
+        return await self._run(_Ops.add_route(spec))
+
+    async def list_routes(self) -> list[RouteStatus]:
+        """Notification routes and whether each is failing (admins)."""
+        return await self._run(_Ops.list_routes())
+
+    async def remove_route(self, name: str) -> Route:
+        """Remove a stored notification route (admins)."""
+        return await self._run(_Ops.remove_route(name))
+
+    async def link_person(self, kind: str, external_id: str, name: str) -> PersonLink:
+        """Link a Slack user id or an email address to a person (admins)."""
+        return await self._run(_Ops.link_person(kind, external_id, name))
+
+    async def unlink_person(self, kind: str, external_id: str) -> PersonLink:
+        """Remove a person link (admins)."""
+        return await self._run(_Ops.unlink_person(kind, external_id))
+
+    async def list_links(self) -> list[PersonLink]:
+        """Every person link (admins)."""
+        return await self._run(_Ops.list_links())
 
     async def remove_webhook(self, webhook_id: str) -> Webhook:
         """Stop sending to an endpoint (admins)."""
@@ -782,6 +852,30 @@ class Client:
     def list_webhooks(self) -> list[Webhook]:
         """Webhook endpoints (admins), secrets hidden."""
         return self._run(_Ops.list_webhooks())
+
+    def add_route(self, spec: Mapping[str, Any]) -> Route:
+        """Add a notification route (admins)."""
+        return self._run(_Ops.add_route(spec))
+
+    def list_routes(self) -> list[RouteStatus]:
+        """Notification routes and whether each is failing (admins)."""
+        return self._run(_Ops.list_routes())
+
+    def remove_route(self, name: str) -> Route:
+        """Remove a stored notification route (admins)."""
+        return self._run(_Ops.remove_route(name))
+
+    def link_person(self, kind: str, external_id: str, name: str) -> PersonLink:
+        """Link a Slack user id or an email address to a person (admins)."""
+        return self._run(_Ops.link_person(kind, external_id, name))
+
+    def unlink_person(self, kind: str, external_id: str) -> PersonLink:
+        """Remove a person link (admins)."""
+        return self._run(_Ops.unlink_person(kind, external_id))
+
+    def list_links(self) -> list[PersonLink]:
+        """Every person link (admins)."""
+        return self._run(_Ops.list_links())
 
     def remove_webhook(self, webhook_id: str) -> Webhook:
         """Stop sending to an endpoint (admins)."""

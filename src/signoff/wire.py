@@ -26,6 +26,7 @@ from pydantic import (
 
 from signoff.domain.audit import Anchor, AuditEntry
 from signoff.domain.grants import Grant
+from signoff.domain.notify import PersonLink, RouteStatus
 from signoff.domain.principals import Role, TokenRecord
 from signoff.domain.requests import Request, Status
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, TaskStatus
@@ -41,8 +42,12 @@ __all__ = [
     "BatchRefused",
     "BatchResults",
     "DeliveryList",
+    "FailingRoute",
+    "FailingRoutes",
     "GrantList",
+    "LinkList",
     "RequestPage",
+    "RouteList",
     "TaskList",
     "TaskView",
     "TokenCreated",
@@ -319,3 +324,33 @@ class TaskList(_Answer):
 
     items: list[TaskView]
     """Each task's view."""
+
+
+class RouteList(_Answer):
+    """Notification routes and whether each reaches anyone (``GET /notify/routes``)."""
+
+    items: list[RouteStatus]
+    """Each route, tools.toml's first, with its last send and its failure if failing."""
+
+
+class LinkList(_Answer):
+    """Slack user ids and email addresses linked to people (``GET /people/links``)."""
+
+    items: list[PersonLink]
+    """Each link, oldest first."""
+
+
+class FailingRoute(_Answer):
+    """A route whose latest attempt failed, as the inbox's banner names it."""
+
+    name: str
+    """The route's name."""
+    error: str
+    """Why its latest attempt failed."""
+
+
+class FailingRoutes(_Answer):
+    """The routes that cannot send (``GET /notify/failing``), for any signed-in person."""
+
+    items: list[FailingRoute]
+    """Each failing route."""

@@ -12,6 +12,7 @@ from signoff.cli import (
     hooks,
     inbox,
     mcp,
+    notify,
     policy,
     requests,
     serve,
@@ -34,6 +35,7 @@ requests.register(app)
 admin.register(app)
 policy.register(app)
 webhooks.register(app)
+notify.register(app)
 demo.register(app)
 worker.register(app)
 chat.register(app)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +12,9 @@ from fastapi.responses import JSONResponse
 
 from signoff.__version__ import __version__
 from signoff.hosting import host_agents
+from signoff.notify import Sender
+from signoff.notify.dispatcher import NotifyDispatcher
+from signoff.notify.webhook import WebhookSender
 from signoff.preview_root import PreviewRoot
 from signoff.server.admin import admin_router
 from signoff.server.agui import agui_router
@@ -23,6 +26,7 @@ from signoff.server.events import events_router
 from signoff.server.grants import grants_router
 from signoff.server.hooks import FailClosedHooks, hooks_router
 from signoff.server.limits import BodyLimit, NoNulInUrl
+from signoff.server.notify import notify_router
 from signoff.server.requests import requests_router
 from signoff.server.shutdown import Shutdown
 from signoff.server.tasks import tasks_router
@@ -51,6 +55,7 @@ def create_app(
     session_key: bytes | None = None,
     secure_cookies: bool = False,
     trust_forwarded_proto: bool = False,
+    senders: Sequence[Sender] = (),
     slack: SlackInteractivity | None = None,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
@@ -66,6 +71,8 @@ def create_app(
     a random key, so sessions end with the process); they are Secure with
     ``secure_cookies``, or when a trusted proxy says ``X-Forwarded-Proto: https``
     (``trust_forwarded_proto``).
+    Notification routes are sent by ``senders`` (one per channel; the webhook channel's is
+    built in, with the webhooks' private-address rule) while ``webhooks`` is on.
     With ``slack`` (needs the slack extra), Slack's interactions are taken at
     ``POST /integrations/slack/interactions``.
     """
@@ -83,10 +90,23 @@ def create_app(
             if webhooks
             else None
         )
+        notifier = (
+            NotifyDispatcher(
+                service,
+                [
+                    WebhookSender(base_url=public_url, allow_private=allow_private_webhooks),
+                    *senders,
+                ],
+            )
+            if webhooks
+            else None
+        )
         if sweep:
             service.start_sweeper()
         if dispatcher is not None:
             await dispatcher.start()
+        if notifier is not None:
+            await notifier.start()
         if runner is not None:
             await runner.start()
         try:
@@ -94,6 +114,8 @@ def create_app(
         finally:
             if runner is not None:
                 await runner.stop()
+            if notifier is not None:
+                await notifier.stop()
             if dispatcher is not None:
                 await dispatcher.stop()
             await service.stop_sweeper()
@@ -114,6 +136,7 @@ def create_app(
     app.include_router(grants_router())
     app.include_router(audit_router())
     app.include_router(admin_router())
+    app.include_router(notify_router())
     app.include_router(events_router())
     app.state.tasks = runner
     app.include_router(tasks_router())

@@ -81,6 +81,21 @@ follow({
 
 setInterval(tickCountdowns, 1000);
 
+// Notification routes that cannot send, named in a banner: a request nobody was told of
+// would otherwise just wait.
+const failingEl = document.getElementById("notify-failing");
+async function showFailingRoutes() {
+  const got = await api("GET", "/notify/failing").catch(() => ({ items: [] }));
+  const items = got.items || [];
+  failingEl.textContent = items.length
+    ? `Notifications failing: ${items.map((r) => `${r.name} (${r.error})`).join("; ")}. `
+      + "See signoff notify list."
+    : "";
+  failingEl.hidden = !items.length;
+}
+showFailingRoutes();
+setInterval(showFailingRoutes, 30000);
+
 help.querySelector("[data-close-help]").addEventListener("click", () => { help.hidden = true; });
 document.addEventListener("keydown", (e) => {
   if (e.ctrlKey || e.metaKey || e.altKey) return;
