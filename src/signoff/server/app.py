@@ -72,7 +72,8 @@ def create_app(
     ``secure_cookies``, or when a trusted proxy says ``X-Forwarded-Proto: https``
     (``trust_forwarded_proto``).
     Notification routes are sent by ``senders`` (one per channel; the webhook channel's is
-    built in, with the webhooks' private-address rule) while ``webhooks`` is on.
+    built in, with the webhooks' private-address rule; ``slack``'s sender is added) while
+    ``webhooks`` is on.
     With ``slack`` (needs the slack extra), Slack's interactions are taken at
     ``POST /integrations/slack/interactions``.
     """
@@ -96,6 +97,7 @@ def create_app(
                 [
                     WebhookSender(base_url=public_url, allow_private=allow_private_webhooks),
                     *senders,
+                    *([slack.sender] if slack is not None else []),
                 ],
             )
             if webhooks
