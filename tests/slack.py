@@ -164,19 +164,9 @@ def post_interaction(
 
 
 def link(server: Server, slack_id: str, name: str) -> None:
-    """Link a Slack user id to the signoff person ``name`` on the server's database."""
-    import asyncio
-
-    from signoff.cli.context import open_service
-    from signoff.domain.principals import Principal
-
-    async def linked() -> None:
-        async with open_service(server.db) as service:
-            await service.link_person(
-                "slack", slack_id, name, Principal(name="admin", role="admin")
-            )
-
-    asyncio.run(linked())
+    """Link a Slack user id to the signoff person ``name``: ``signoff people link``."""
+    linked = server.cli("people", "link", slack_id, name)
+    assert linked.returncode == 0, linked.stderr
 
 
 def slack_options(stand_in: SlackStandIn) -> tuple[str, ...]:

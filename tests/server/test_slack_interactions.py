@@ -7,7 +7,8 @@ as Slack signs them; the agent waits over HTTP for the decision.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ pytest.importorskip("slack_sdk", reason="needs the slack extra")
 from signoff.server.deps import API
 from tests.serving import Server, agent_token, bearer, free_port, start_server
 from tests.slack import (
+    CHANNEL,
+    MESSAGE_TS,
     SlackStandIn,
     click,
     link,
@@ -49,6 +52,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, stand_in: SlackStandIn) -> 
     )
     made = server.cli("token", "create", "alice", "--role", "approver")
     assert made.returncode == 0, made.stderr
+    server.env["ALICE_TOKEN"] = made.stdout.strip()
     link(server, ALICE, "alice")
     yield server
     server.stop()
@@ -200,3 +204,46 @@ def test_self_approval_is_refused_as_in_the_inbox(
         f"{served.base}{API}/requests/{filed['id']}", headers=bearer(served.admin_token)
     )
     assert still.json()["status"] == "pending"
+
+
+def test_a_route_posts_to_slack_and_a_decision_elsewhere_updates_it(
+    served: Server, agent: str, stand_in: SlackStandIn
+) -> None:
+    """A Slack route posts the request's message (its Approve button carries the id); once
+    the request is decided in the inbox's API, the message is updated naming the decider."""
+    added = served.cli("notify", "add", "ships", "--slack", "#ships", "--tool", "ship")
+    assert added.returncode == 0, added.stderr
+    filed = submit(served, agent, {"session_id": "s", "tool_name": "ship", "tool_args": {"v": 2}})
+    posted = wait_until(
+        lambda: [p for p in stand_in.of("chat.postMessage") if filed["id"] in text_of(p["blocks"])]
+    )
+    assert posted[0]["channel"] == "#ships"
+    actions = next(b for b in posted[0]["blocks"] if b["type"] == "actions")["elements"]
+    assert {"action_id": "signoff_approve", "value": filed["id"]}.items() <= actions[0].items()
+
+    decided = httpx.post(
+        f"{served.base}{API}/requests/{filed['id']}/decision",
+        json={"type": "reject", "reason": "wrong version"},
+        headers=bearer(served.env["ALICE_TOKEN"]),
+    )
+    assert decided.status_code == 200, decided.text
+    updates = wait_until(
+        lambda: [
+            u
+            for u in stand_in.of("chat.update")
+            if "Rejected by alice: wrong version" in text_of(u["blocks"])
+        ]
+    )
+    assert (updates[0]["channel"], updates[0]["ts"]) == (CHANNEL, MESSAGE_TS)
+
+
+def wait_until(
+    found: Callable[[], list[dict[str, Any]]], timeout: float = 15
+) -> list[dict[str, Any]]:
+    """What ``found`` returns once it is not empty."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := found():
+            return result
+        time.sleep(0.05)
+    raise AssertionError("nothing arrived in time")
