@@ -7,15 +7,20 @@ confirm page, presses confirm, and the agent's long-poll wait returns approved.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.mail import Mailbox, link_person, mail_links, parts, smtp_server
-from tests.serving import Server, agent_token, serve_for_module
+from tests.mail import Mailbox, link_person, links, mail_links, parts, smtp_server
+from tests.serving import Server, agent_token, free_port, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Agent, need_chromium
 
 if TYPE_CHECKING:
@@ -32,13 +37,19 @@ def mailbox() -> Iterator[Mailbox]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One real server, alice an approver linked to her address."""
-    for running in serve_for_module(tmp_path_factory.mktemp("email")):
+def server(tmp_path_factory: pytest.TempPathFactory, mailbox: Mailbox) -> Iterator[Server]:
+    """One real server sending mail to ``mailbox``, alice an approver linked to her address."""
+    home = tmp_path_factory.mktemp("email")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home)}
+    smtp = ["--smtp-host", "127.0.0.1", "--smtp-port", str(mailbox.port), "--smtp-tls", "none"]
+    running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env, *smtp)
+    try:
         done = running.cli("token", "create", "alice", "--role", "approver")
         assert done.returncode == 0, done.stderr
         link_person(running, ALICE, "alice")
         yield running
+    finally:
+        running.stop()
 
 
 def confirm_in_browser(link: str) -> tuple[str, str, str]:
@@ -119,3 +130,71 @@ def test_the_audit_names_the_link(server: Server, mailbox: Mailbox) -> None:
         assert any("email-link" in str(entry) for entry in audit["items"]), audit
     finally:
         agent.close()
+
+
+def test_an_email_route_mails_the_linked_person_who_decides_from_it(
+    server: Server, mailbox: Mailbox
+) -> None:
+    """``signoff notify add --email``: the server mails a matching request through SMTP by
+    itself; its Reject link, confirmed, rejects with the reason and the wait returns."""
+    added = server.cli("notify", "add", "ship-mail", "--email", ALICE, "--tool", "ship")
+    assert added.returncode == 0, added.stderr
+    agent = Agent(server, agent_token(server))
+    try:
+        request = agent.submit(tool_name="ship", tool_args={"release": "1.2"})
+        join = agent.wait_in_background(request["id"])
+        deadline = time.monotonic() + 20
+        while not any(request["id"] in str(m.get_body(("plain",))) for m in mailbox.messages):
+            assert time.monotonic() < deadline, "the route sent no mail"
+            time.sleep(0.1)
+        [message] = [m for m in mailbox.messages if request["id"] in str(m.get_body(("plain",)))]
+        assert str(message["To"]) == ALICE
+        reject = links(message)["reject"]
+        answer = httpx.post(
+            reject, data={"reason": "not on a Friday"}, headers={"Origin": server.base}
+        )
+        assert answer.status_code == 200, answer.text
+        decided = join()
+        assert decided["status"] == "rejected"
+        assert decided["decision"]["via"] == "email-link"
+        assert decided["decision"]["decision"]["reason"] == "not on a Friday"
+    finally:
+        agent.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--smtp-host", "mail.example.com", "--smtp-user", "u"], "$SIGNOFF_SMTP_PASSWORD"),
+        (["--smtp-host", "mail.example.com", "--smtp-tls", "ssl"], "--smtp-tls is one of"),
+        (["--smtp-port", "25"], "need --smtp-host"),
+        (["--public-url", "javascript:alert(1)"], "--public-url must be an http(s) URL"),
+    ],
+)
+def test_smtp_settings_refused_before_serving(
+    tmp_path: Path, options: list[str], message: str
+) -> None:
+    """A login without its password (never on the command line), an unknown TLS mode or a
+    link base that is not a web address stops ``signoff serve`` with one error line."""
+    env = {k: v for k, v in os.environ.items() if k != "SIGNOFF_SMTP_PASSWORD"}
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "signoff",
+            "serve",
+            "--db",
+            db,
+            "--port",
+            str(free_port()),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr

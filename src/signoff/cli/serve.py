@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -14,6 +15,7 @@ from signoff.cli.context import DbOption, console, err_console, fail, open_servi
 from signoff.cli.loading import load_object
 from signoff.config import ENV_SECRET, ServerSecret, default_db_url, exposed_files, server_secret
 from signoff.errors import InvalidRequest
+from signoff.notify.email import ENV_SMTP_PASSWORD, EmailSender, SmtpSettings
 from signoff.preview_root import PreviewRoot
 from signoff.service import Service
 
@@ -125,6 +127,33 @@ def _slack(
         fail("Slack needs its extra: pip install 'signoff[slack]'")
     sender = SlackSender(token=token, base_url=api_url, public_url=base)
     return SlackInteractivity(sender=sender, signing_secret=secret)
+
+
+SMTP_TLS = ("starttls", "tls", "none")
+
+
+def _smtp(
+    host: str | None, port: int | None, tls: str, user: str | None, sender: str | None
+) -> SmtpSettings | None:
+    """The SMTP settings email routes send with, when ``--smtp-host`` is given; the password
+    from the environment only (a command line is visible to other users)."""
+    if host is None:
+        if port is not None or user is not None or sender is not None:
+            fail("--smtp-port, --smtp-user and --smtp-from need --smtp-host")
+        return None
+    if tls not in SMTP_TLS:
+        fail(f"--smtp-tls is one of {', '.join(SMTP_TLS)}, not {tls!r}")
+    password = os.environ.get(ENV_SMTP_PASSWORD) or None
+    if user is not None and password is None:
+        fail(f"--smtp-user needs the password in ${ENV_SMTP_PASSWORD}")
+    return SmtpSettings(
+        host=host,
+        port=port or {"starttls": 587, "tls": 465}.get(tls, 25),
+        tls="starttls" if tls == "starttls" else "tls" if tls == "tls" else "none",
+        user=user,
+        password=password,
+        sender=sender or f"signoff@{socket.getfqdn()}",
+    )
 
 
 def serve(
@@ -250,6 +279,54 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    smtp_host: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp-host",
+            help="The SMTP server email routes send through; its password, if any, from "
+            "$SIGNOFF_SMTP_PASSWORD only.",
+            show_default=False,
+        ),
+    ] = None,
+    smtp_port: Annotated[
+        int | None,
+        typer.Option(
+            "--smtp-port",
+            min=1,
+            max=65535,
+            help="Its port (default 587 with starttls, 465 with tls, 25 with none).",
+            show_default=False,
+        ),
+    ] = None,
+    smtp_tls: Annotated[
+        str,
+        typer.Option(
+            "--smtp-tls",
+            help="starttls (upgrade after connecting), tls (from the start) or none (a local "
+            "relay only: the password and the links would cross the network in clear).",
+        ),
+    ] = "starttls",
+    smtp_user: Annotated[
+        str | None,
+        typer.Option("--smtp-user", help="The SMTP login name.", show_default=False),
+    ] = None,
+    smtp_from: Annotated[
+        str | None,
+        typer.Option(
+            "--smtp-from",
+            help="The From address of signoff's mail (default signoff@ this host's name).",
+            show_default=False,
+        ),
+    ] = None,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="Where people's browsers reach this server (e.g. https://signoff.example.com "
+            "behind a proxy): emailed links and messages point there. Default http://HOST:PORT.",
+            show_default=False,
+        ),
+    ] = None,
     slack_api_url: Annotated[
         str | None,
         typer.Option(
@@ -278,16 +355,25 @@ def serve(
     check_port_free(host, port)
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
-    slack = _slack(slack_bot_token, slack_signing_secret, slack_api_url, base)
+    smtp = _smtp(smtp_host, smtp_port, smtp_tls, smtp_user, smtp_from)
+    if public_url is not None and not public_url.startswith(("https://", "http://")):
+        fail(f"--public-url must be an http(s) URL, not {public_url!r}")
+    page_base = (public_url or base).rstrip("/")
+    slack = _slack(slack_bot_token, slack_signing_secret, slack_api_url, page_base)
 
     async def go() -> None:
         async with open_service(db, follow=True) as service:
             token = await ensure_admin_token(service)
+            email = (
+                EmailSender(smtp, service=service, public_url=page_base, key=secret.key)
+                if smtp is not None
+                else None
+            )
             app = create_app(
                 service,
                 agents=agents,
                 preview_root=root,
-                public_url=base,
+                public_url=page_base,
                 webhooks=webhooks,
                 allow_private_webhooks=allow_private_webhooks,
                 body_timeout=body_timeout,
@@ -295,6 +381,7 @@ def serve(
                 secure_cookies=secure_cookies,
                 trust_forwarded_proto=trust_forwarded_proto,
                 slack=slack,
+                senders=[email] if email is not None else [],
             )
             http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
             drain = min(1.0, shutdown_timeout / 4)  # streams close themselves within it
