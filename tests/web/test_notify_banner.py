@@ -14,8 +14,8 @@ from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, Agent, need_chromium, sig
 
 
 def test_a_failing_route_is_named_in_a_banner_on_the_inbox(tmp_path: Path) -> None:
-    """A route whose target refuses connections shows, with its error, on the inbox as text;
-    with no failing route there is no banner."""
+    """A route whose target refuses connections shows, with its error, on the inbox as text
+    and in the server's log; with no failing route there is no banner."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -51,4 +51,6 @@ def test_a_failing_route_is_named_in_a_banner_on_the_inbox(tmp_path: Path) -> No
             chromium.close()
     finally:
         agent.close()
-        server.stop()
+        server.process.terminate()
+        _, log = server.process.communicate(timeout=20)
+    assert "signoff.notify WARNING notify: route pager failed to send new notice" in log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from pathlib import Path
@@ -22,7 +23,13 @@ from signoff.service import Service
 if TYPE_CHECKING:
     from signoff.server.slack import SlackInteractivity
 
-__all__ = ["check_port_free", "ensure_admin_token", "preview_root_for", "register"]
+__all__ = [
+    "check_port_free",
+    "ensure_admin_token",
+    "log_notifications",
+    "preview_root_for",
+    "register",
+]
 
 ADMIN_NAME = "admin"
 
@@ -154,6 +161,18 @@ def _smtp(
         password=password,
         sender=sender or f"signoff@{socket.getfqdn()}",
     )
+
+
+def log_notifications() -> None:
+    """Each notification send and failure is a line on stderr (the ``signoff.notify``
+    logger, at INFO), whatever else logs: a route that cannot send is never silent."""
+    notify_log = logging.getLogger("signoff.notify")
+    if not notify_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        notify_log.addHandler(handler)
+        notify_log.setLevel(logging.INFO)
+        notify_log.propagate = False
 
 
 def serve(
@@ -353,6 +372,7 @@ def serve(
     warn_exposed_files(db_url)
     secret = load_secret(db_url)
     check_port_free(host, port)
+    log_notifications()
     url_host = f"[{host}]" if ":" in host else host
     base = f"http://{url_host}:{port}"
     smtp = _smtp(smtp_host, smtp_port, smtp_tls, smtp_user, smtp_from)
