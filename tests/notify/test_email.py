@@ -12,12 +12,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
+from signoff.domain.requests import ApprovalRequest
+from signoff.notify.email import Mailed, render_message
 from signoff.server.app import API
 from tests.mail import Mailbox, link_person, links, mail_links, parts, smtp_server
 from tests.serving import Server, agent_token, free_port, start_server
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
 ALICE = "alice@example.com"
+SENT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -198,3 +202,37 @@ def test_smtp_settings_refused_before_serving(
     )
     assert done.returncode != 0
     assert message in done.stderr, done.stderr
+
+
+def _approval(request_id: str, tool: str) -> ApprovalRequest:
+    return ApprovalRequest(
+        id=request_id,
+        session_id="s",
+        requested_by="bot\u202e<b>",
+        created_at=SENT,
+        updated_at=SENT,
+        allowed_decisions=("approve", "reject"),
+        tool_name=tool,
+        tool_args={"x": "<script>alert(1)</script>"},
+    )
+
+
+def test_a_digest_lists_each_request_with_its_own_links() -> None:
+    """One message for a digest's requests: a one-line subject, each request's links, and
+    agent text escaped in the HTML part."""
+    items = [
+        Mailed(
+            request=_approval(f"req_{n}", f"tool{n}\r\nBcc: x@evil"),
+            page=f"/r/{n}",
+            approve=f"https://s/links/a{n}",
+            reject=f"https://s/links/r{n}",
+        )
+        for n in (1, 2)
+    ]
+    subject, text, page = render_message(items, "digest", recipient="ann@example.com", linked=True)
+    assert subject == "[signoff] Waiting for you: 2 requests"
+    for n in (1, 2):
+        assert f"Approve: https://s/links/a{n}" in text and f"Reject:  https://s/links/r{n}" in text
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    one, _, _ = render_message(items[:1], "new", recipient="ann@example.com", linked=True)
+    assert "\n" not in one and "\r" not in one

@@ -49,6 +49,8 @@ def _page(message: str, *, status: int, body: str = "", error: bool = True) -> H
 def _decided_by(request: SignoffRequest) -> str:
     record = request.decision
     if record is None:
+        if request.status == "pending":  # overdue, not yet swept: expiry decides it
+            return "This request can no longer be decided: it has expired."
         return f"This request is already {request.status}."
     return (
         f"This request was already decided ({record.decision.type}) by {record.decided_by} "
