@@ -20,13 +20,14 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import JSONResponse, Response
 from slack_sdk.signature import SignatureVerifier
 
 from signoff.domain.decisions import Approve, Choose, Decision, Reject
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ChoiceRequest
+from signoff.domain.requests import Request as SignoffRequest
 from signoff.errors import InvalidRequest, InvalidTransition, SignoffError, Unauthenticated
 from signoff.notify import SendFailed
 from signoff.notify.slack import (
@@ -109,9 +110,15 @@ class _Interaction:
     """One verified payload from Slack, and how to answer it."""
 
     def __init__(
-        self, service: Service, slack: SlackInteractivity, payload: dict[str, Any]
+        self,
+        service: Service,
+        slack: SlackInteractivity,
+        payload: dict[str, Any],
+        later: BackgroundTasks,
     ) -> None:
         self.service = service
+        # Slack wants its answer within 3 seconds: what only informs waits until after it
+        self.later = later
         self.sender = slack.sender
         self.payload = payload
         self.user: str = payload["user"]["id"]
@@ -120,11 +127,14 @@ class _Interaction:
         ts = _field(payload, "container", "message_ts") or _field(payload, "message", "ts")
         self.ts: str | None = ts if isinstance(ts, str) else None
 
-    async def tell(self, text: str) -> None:
-        if self.channel is None:
-            return
+    def tell(self, text: str) -> None:
+        """Tell the clicker `text` (ephemeral), once Slack has had its answer."""
+        if self.channel is not None:
+            self.later.add_task(self._tell, self.channel, text)
+
+    async def _tell(self, channel: str, text: str) -> None:
         try:
-            await self.sender.tell(channel=self.channel, user=self.user, text=text)
+            await self.sender.tell(channel=channel, user=self.user, text=text)
         except SendFailed as exc:
             _log.warning("slack: could not tell %s: %s", self.user, exc)
 
@@ -143,11 +153,15 @@ class _Interaction:
             return await _why_not(self.service, request_id, exc)
         _log.info("slack: %s decided %s as %s", self.user, request_id, person.name)
         if channel is not None and ts is not None:
-            try:
-                await self.sender.show_outcome(request, channel=channel, ts=ts)
-            except SendFailed as exc:
-                _log.warning("slack: could not update the message for %s: %s", request_id, exc)
+            # at once, for the clicker; the dispatcher updates every message sent for it too
+            self.later.add_task(self._show, request, channel, ts)
         return None
+
+    async def _show(self, request: SignoffRequest, channel: str, ts: str) -> None:
+        try:
+            await self.sender.show_outcome(request, channel=channel, ts=ts)
+        except SendFailed as exc:
+            _log.warning("slack: could not update the message for %s: %s", request.id, exc)
 
     async def action(self, person: Principal) -> None:
         """A click on one of the message's buttons, or a pick in its menu."""
@@ -171,7 +185,7 @@ class _Interaction:
         else:
             return  # "Open in signoff" and the like: Slack opens the link itself
         if refused is not None:
-            await self.tell(refused)
+            self.tell(refused)
 
     async def choose(self, person: Principal, request_id: str, index: str) -> str | None:
         try:
@@ -190,10 +204,10 @@ class _Interaction:
         try:
             request = await self.service.get(request_id, person)
         except SignoffError as exc:
-            await self.tell(f"Not decided: {exc.message}")
+            self.tell(f"Not decided: {exc.message}")
             return
         if request.status != "pending":
-            await self.tell(await _why_not(self.service, request_id, InvalidTransition("decided")))
+            self.tell(await _why_not(self.service, request_id, InvalidTransition("decided")))
             return
         trigger = self.payload.get("trigger_id")
         if not isinstance(trigger, str):
@@ -203,7 +217,7 @@ class _Interaction:
                 request, trigger_id=trigger, channel=self.channel, ts=self.ts
             )
         except SendFailed as exc:
-            await self.tell(f"Could not open the reason form: {exc.message}")
+            self.tell(f"Could not open the reason form: {exc.message}")
 
     async def submission(self, person: Principal | None) -> Response:
         """The reason modal submitted: reject, or show in the modal why not."""
@@ -242,7 +256,7 @@ def slack_router() -> APIRouter:
     router = APIRouter()
 
     @router.post(INTERACTIONS, include_in_schema=False)
-    async def interactions(request: Request) -> Response:
+    async def interactions(request: Request, later: BackgroundTasks) -> Response:
         """A click or a modal from Slack: verified, used once, decided as the linked person."""
         slack: SlackInteractivity = request.app.state.slack
         service = service_of(request)
@@ -254,7 +268,7 @@ def slack_router() -> APIRouter:
         if not await service.use_once(f"slack:{signature}", until=service.clock() + _WINDOW):
             raise InvalidTransition("this Slack payload was already received")
         payload = _payload(body)
-        interaction = _Interaction(service, slack, payload)
+        interaction = _Interaction(service, slack, payload, later)
         person = await service.person_for("slack", interaction.user)
         kind = payload.get("type")
         if kind == "view_submission":
@@ -263,7 +277,7 @@ def slack_router() -> APIRouter:
             return Response(status_code=200)  # other interactions: nothing to do
         if person is None:
             _log.warning("slack: refused %s, linked to no signoff person", interaction.user)
-            await interaction.tell(_not_linked(interaction.user))
+            interaction.tell(_not_linked(interaction.user))
             return Response(status_code=200)
         await interaction.action(person)
         return Response(status_code=200)
