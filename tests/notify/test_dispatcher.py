@@ -95,7 +95,8 @@ async def test_a_new_request_reaches_matching_routes_and_is_updated_when_decided
 
 
 async def test_escalation_happens_once(service: Service, clock: FakeClock) -> None:
-    """Undecided past escalate_after, a request goes to the escalation route, once."""
+    """Undecided past escalate_after, a request goes to the escalation route, once, even
+    across a restart."""
     sender = RecordingSender()
     dispatcher = NotifyDispatcher(service, [sender])
     await add(
@@ -115,6 +116,9 @@ async def test_escalation_happens_once(service: Service, clock: FakeClock) -> No
         await dispatcher.send_due()
         clock.advance(60)
     assert sender.sent[1:] == [("oncall", "escalation", [request.id])]
+    restarted = NotifyDispatcher(service, [sender])  # a restart, or a second server
+    await restarted.sweep()
+    assert await restarted.send_due() == 0
 
 
 async def test_a_warning_comes_once_before_expiry(service: Service, clock: FakeClock) -> None:

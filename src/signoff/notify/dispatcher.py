@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -49,6 +50,7 @@ logger = logging.getLogger("signoff.notify")
 _STORE_RETRY = 1.0
 _BATCH = 50
 _PENDING_SCAN = 500
+_SWEEP_EVERY = 1.0  # seconds between sweeps for escalations and warnings
 
 
 def once_id(purpose: NoticePurpose, route_id: str, request_id: str) -> str:
@@ -71,6 +73,8 @@ class NotifyDispatcher:
         self._poll = poll
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        # once-notices known to be queued, so a sweep does not ask the store about them again
+        self._queued: set[str] = set()
 
     # -- running -------------------------------------------------------------------------
 
@@ -105,9 +109,12 @@ class NotifyDispatcher:
                 await asyncio.sleep(_STORE_RETRY)
 
     async def _send_loop(self) -> None:
+        swept = 0.0
         while True:
             try:
-                await self.sweep()
+                if time.monotonic() - swept >= _SWEEP_EVERY:
+                    swept = time.monotonic()
+                    await self.sweep()
                 sent = await self.send_due()
             except StoreUnavailable as exc:
                 logger.warning("notify: store out of reach, retrying: %s", exc.message)
@@ -211,14 +218,17 @@ class NotifyDispatcher:
             left = (request.expires_at - now).total_seconds()
             if 0 < left <= route.warn_before_expiry:
                 wanted.append(("warning", route))
+        wanted = [(p, to) for p, to in wanted if once_id(p, to.id, request.id) not in self._queued]
         if not wanted:
             return []
         known = {n.id for n in await self.service.store.list_notices(request_id=request.id)}
-        return [
-            _notice(once_id(purpose, to.id, request.id), to, request, now, purpose)
-            for purpose, to in wanted
-            if once_id(purpose, to.id, request.id) not in known
-        ]
+        fresh = []
+        for purpose, to in wanted:
+            notice_id = once_id(purpose, to.id, request.id)
+            self._queued.add(notice_id)  # queued below, or already: either way, once
+            if notice_id not in known:
+                fresh.append(_notice(notice_id, to, request, now, purpose))
+        return fresh
 
     # -- sending -------------------------------------------------------------------------
 
