@@ -94,6 +94,23 @@ async def test_a_new_request_reaches_matching_routes_and_is_updated_when_decided
     assert sender.updated == [("deploys", "approved")]
 
 
+async def test_requests_made_while_no_dispatcher_ran_are_announced_once(
+    service: Service, clock: FakeClock
+) -> None:
+    """At start, pending requests no route was sent are announced (a digest gathers them),
+    and the events that made them do not announce them again."""
+    sender = RecordingSender()
+    await add(service, hook("team"), hook("daily", digest=60))
+    request = await submit(service)
+    dispatcher = NotifyDispatcher(service, [sender])
+    await dispatcher.catch_up()
+    await dispatcher.catch_up()
+    await catch_up(service, dispatcher)
+    clock.advance(60)
+    await dispatcher.send_due()
+    assert sorted(sender.sent) == [("daily", "digest", [request.id]), ("team", "new", [request.id])]
+
+
 async def test_escalation_happens_once(service: Service, clock: FakeClock) -> None:
     """Undecided past escalate_after, a request goes to the escalation route, once, even
     across a restart."""

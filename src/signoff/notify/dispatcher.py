@@ -79,8 +79,10 @@ class NotifyDispatcher:
     # -- running -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Follow events from now on, and sweep and send in the background."""
+        """Announce pending requests no route was told of yet (made while no server ran, or
+        before the route was added), then follow events, sweep and send in the background."""
         since = await self.service.store.last_event_seq()
+        await self.catch_up()
         self._tasks = [
             asyncio.create_task(self._follow(since), name="signoff-notify-follow"),
             asyncio.create_task(self._send_loop(), name="signoff-notify-send"),
@@ -135,6 +137,15 @@ class NotifyDispatcher:
         elif request.status != "pending" and event.type in ("decided", "status"):
             await self._update_sent(request)
 
+    async def catch_up(self) -> None:
+        """Announce each pending request (oldest first) to the matching routes that were not
+        sent it yet."""
+        page = await self.service.store.list_requests(
+            RequestQuery(status="pending", limit=_PENDING_SCAN)
+        )
+        for request in reversed(page.items):
+            await self._announce(request)
+
     async def sweep(self) -> None:
         """Queue the escalations and expiry warnings that are due by the service's clock."""
         now = self.service.clock()
@@ -185,13 +196,15 @@ class NotifyDispatcher:
                 if first not in known:  # an event seen twice is announced once
                     queued.append(_notice(first, route, request, now))
                 continue
+            digests = [
+                n
+                for n in await self.service.store.list_notices(route_id=route.id, limit=50)
+                if n.purpose == "digest"
+            ]
+            if any(request.id in n.request_ids for n in digests):
+                continue  # already gathered
             open_digest = next(
-                (
-                    n
-                    for n in await self.service.store.list_notices(route_id=route.id, limit=20)
-                    if n.purpose == "digest" and n.status == "pending" and n.attempts == 0
-                ),
-                None,
+                (n for n in digests if n.status == "pending" and n.attempts == 0), None
             )
             if open_digest is None:
                 window_end = now + timedelta(seconds=route.digest)
