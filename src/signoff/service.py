@@ -1122,9 +1122,11 @@ class Service:
         _admins_only(principal, "list notices")
         return await self.store.list_notices(route_id=route_id, request_id=request_id, limit=limit)
 
-    async def failing_routes(self) -> list[RouteStatus]:
+    async def failing_routes(self, principal: Principal | None = None) -> list[RouteStatus]:
         """The routes whose latest attempt failed: the inbox's banner (no details beyond
-        name and error, for any signed-in person)."""
+        name and error, for any person; NotAllowed for an agent)."""
+        if principal is not None and principal.role == "agent":
+            raise NotAllowed("agents may not read notification routes")
         return [s for s in await self.list_routes(SYSTEM) if s.failing]
 
     # -- inbox sessions ------------------------------------------------------------------

@@ -13,7 +13,6 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 
 from signoff.domain.notify import PersonLink, Route, RouteSpec
-from signoff.errors import NotAllowed
 from signoff.server.bodies import StrictBody
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.wire import FailingRoute, FailingRoutes, LinkList, RouteList
@@ -63,12 +62,10 @@ def notify_router() -> APIRouter:
     @router.get("/notify/failing", response_model=FailingRoutes, tags=["notify"])
     async def failing(service: ServiceDep, caller: Caller) -> FailingRoutes:
         """Routes whose latest attempt failed, by name and error (people, not agents)."""
-        if caller.role == "agent":
-            raise NotAllowed("agents may not read notification routes")
         return FailingRoutes(
             items=[
                 FailingRoute(name=s.route.name, error=s.last_error or "failing")
-                for s in await service.failing_routes()
+                for s in await service.failing_routes(caller)
             ]
         )
 
