@@ -207,8 +207,8 @@ def serve(
         bool,
         typer.Option(
             "--webhooks/--no-webhooks",
-            help="Send webhook deliveries from this server (with several servers on one "
-            "database, leave it on for exactly one).",
+            help="Send webhook deliveries and notifications from this server (with several "
+            "servers on one database, leave it on for exactly one).",
         ),
     ] = True,
     allow_private_webhooks: Annotated[
