@@ -29,7 +29,7 @@ from signoff.server.app import API
 from tests.integrations.mcp_testing import decide, pending_request, text
 from tests.integrations.test_mcp_proxy import calls, proxy_args
 from tests.serving import Server, agent_token, bearer, serve_for_module
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium, sign_in
+from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -95,8 +95,9 @@ async def linked(
         yield client
 
 
-def approve_in_browser(server: Server, link: str) -> str:
-    """Open ``link`` in Chromium as the signed-in admin and approve there; the card's text."""
+def approve_in_browser(server: Server, link: str, request_id: str) -> str:
+    """Open ``link`` in Chromium, sign in as the admin from the page it leads to (the link,
+    query and all, survives signing in) and approve there; the card's text."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 
@@ -108,9 +109,10 @@ def approve_in_browser(server: Server, link: str) -> str:
             page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
             page.goto(link)
             assert "/login" in page.url  # a link alone decides nothing: sign in first
-            sign_in(page, server.base, admin)
-            page.goto(link)
-            request_id = link.rsplit("/", 1)[1]
+            page.fill("#token", admin)
+            page.click("button[type=submit]")
+            page.wait_for_url(link)
+            page.wait_for_selector("#live[data-state=live]")
             card = f'article.card[data-id="{request_id}"]'
             page.click(f"{card} [data-action=approve]")
             page.wait_for_selector(f"{card}[data-status=approved], {card}[data-status=completed]")
@@ -127,8 +129,9 @@ async def _decision(api: httpx.AsyncClient, request_id: str) -> dict[str, Any]:
 async def test_the_client_is_sent_to_the_requests_page_and_a_browser_approval_runs_the_call(
     server: Server, api: httpx.AsyncClient, tmp_path: Path
 ) -> None:
-    """The link is the request's page; approved there in Chromium, the call runs once, the
-    client gets the completion notification for that elicitation, the decision is the inbox's."""
+    """The link is the request's page (``?via=mcp-url``); approved there in Chromium, the call
+    runs once, the client gets the completion notification for that elicitation, and the
+    decision is a person's, recorded ``via: mcp-url`` in the request and its audit trail."""
     log = tmp_path / "calls.jsonl"
     person = LinkClient()
     async with linked(server, log, person) as client:
@@ -136,18 +139,23 @@ async def test_the_client_is_sent_to_the_requests_page_and_a_browser_approval_ru
         await asyncio.wait_for(person.shown.wait(), 30)
         pending = await pending_request(api)
         link = person.links[0]
-        assert link.url == f"{server.base}/requests/{pending['id']}"
+        assert link.url == f"{server.base}/requests/{pending['id']}?via=mcp-url"
         assert "delete_file" in link.message and pending["id"] in link.message
         assert link.elicitation_id
         assert pending["context"]["elicitation"] == "mcp-url"
-        await asyncio.to_thread(approve_in_browser, server, link.url)
+        card = await asyncio.to_thread(approve_in_browser, server, link.url, pending["id"])
         result = await asyncio.wait_for(call, 30)
     assert not result.is_error and text(result) == "deleted /tmp/u"
     assert calls(log) == [{"tool": "delete_file", "args": {"path": "/tmp/u"}}]
     assert person.completed == [link.elicitation_id]
     decided = await _decision(api, pending["id"])
     assert decided["status"] == "completed"
-    assert decided["decision"]["via"] == "person" and decided["decision"]["decided_by"] == "admin"
+    assert decided["decision"]["via"] == "mcp-url" and decided["decision"]["decided_by"] == "admin"
+    assert "(via mcp-url)" in card
+    assert decided["context"]["elicitation"] == "mcp-url"
+    audit = (await api.get(f"{API}/audit", params={"request_id": pending["id"]})).json()
+    [decide_entry] = [e for e in audit["items"] if e["action"] == "decide"]
+    assert decide_entry["actor"] == "admin" and decide_entry["details"]["via"] == "mcp-url"
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -187,7 +195,7 @@ async def test_on_the_2026_protocol_the_link_comes_as_input_required_and_the_ret
         await asyncio.wait_for(person.shown.wait(), 30)
         pending = await pending_request(api)
         link = person.links[0]
-        assert link.url == f"https://signoff.example.com/inbox/requests/{pending['id']}"
+        assert link.url == f"https://signoff.example.com/inbox/requests/{pending['id']}?via=mcp-url"
         assert link.elicitation_id is None
         await decide(api, pending["id"], {"type": "approve"})
         result = await asyncio.wait_for(call, 30)

@@ -221,7 +221,7 @@ async def test_the_readmes_desktop_config_gives_the_client_no_approval(
             if links:
                 break
             await asyncio.sleep(0.05)
-        assert links == [f"{server.base}/requests/{pending['id']}"]
+        assert links == [f"{server.base}/requests/{pending['id']}?via=mcp-url"]
         await asyncio.sleep(0.5)
         assert (await api.get(f"{API}/requests/{pending['id']}")).json()["status"] == "pending"
         await decide(api, pending["id"], {"type": "approve"})

@@ -81,8 +81,8 @@ async def test_the_link_is_always_signoffs_own_page_for_the_request(
     extra: list[str],
     base: str,
 ) -> None:
-    """Whatever the tool name and arguments, the link is {signoff}/requests/{id} and the
-    prompt carries none of the model's text but a listed, well-formed tool name."""
+    """Whatever the tool name and arguments, the link is {signoff}/requests/{id}?via=mcp-url
+    and the prompt carries none of the model's text but a listed, well-formed tool name."""
     shown: list[types.ElicitRequestURLParams] = []
 
     async def decline(
@@ -114,7 +114,7 @@ async def test_the_link_is_always_signoffs_own_page_for_the_request(
     request = await _filed(api, tool, args)
     assert request["status"] == "canceled"
     [link] = shown
-    assert link.url == f"{base or server.base}/requests/{request['id']}"
+    assert link.url == f"{base or server.base}/requests/{request['id']}?via=mcp-url"
     assert "evil" not in link.message and "<" not in link.message
     assert "javascript" not in link.message
     named = "delete_file" if tool == "delete_file" else "a tool"

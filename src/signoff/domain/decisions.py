@@ -26,11 +26,18 @@ __all__ = [
 ]
 
 DecisionType: TypeAlias = Literal["approve", "reject", "respond", "choose", "answer"]
-Channel: TypeAlias = Literal["person", "mcp-elicitation", "slack", "email-link"]
-"""How a person's decision reached signoff: directly, through an MCP client's prompt, a
-Slack message's buttons, or a signed link in an email."""
-PERSON_CHANNELS: tuple[Channel, ...] = ("person", "mcp-elicitation", "slack", "email-link")
-ClientChannel: TypeAlias = Literal["person", "mcp-elicitation"]
+Channel: TypeAlias = Literal["person", "mcp-elicitation", "mcp-url", "slack", "email-link"]
+"""How a person's decision reached signoff: directly, through an MCP client's prompt, on
+the request's page opened from an MCP client's link, a Slack message's buttons, or a
+signed link in an email."""
+PERSON_CHANNELS: tuple[Channel, ...] = (
+    "person",
+    "mcp-elicitation",
+    "mcp-url",
+    "slack",
+    "email-link",
+)
+ClientChannel: TypeAlias = Literal["person", "mcp-elicitation", "mcp-url"]
 """The channels a client of the HTTP API may name: Slack and email-link decisions arrive
 only through their own verified endpoints."""
 Scope: TypeAlias = Literal["once", "session", "always"]
@@ -118,10 +125,18 @@ class DecisionRecord(_Model):
     seen_digest: str | None = None
     """Digest of the tool name and arguments the decider was shown (approval requests)."""
     via: Literal[
-        "person", "mcp-elicitation", "slack", "email-link", "grant", "policy", "expiry"
+        "person",
+        "mcp-elicitation",
+        "mcp-url",
+        "slack",
+        "email-link",
+        "grant",
+        "policy",
+        "expiry",
     ] = "person"
     """What made the decision: a person (``person``; ``mcp-elicitation`` when they answered
-    in an MCP client's own prompt, which the client's host controls; ``slack`` from a Slack
+    in an MCP client's own prompt, which the client's host controls; ``mcp-url`` on the
+    request's page opened from the link an MCP client showed them; ``slack`` from a Slack
     message; ``email-link`` from a signed link in an email), or no person."""
     client: str | None = None
     """For ``mcp-elicitation``: the MCP client's name, as the client itself reported it."""

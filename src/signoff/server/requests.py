@@ -197,6 +197,8 @@ def _deciding(router: APIRouter) -> None:
 
         ``?via=mcp-elicitation&client=NAME`` records that the person answered in an MCP
         client's prompt (as ``signoff mcp-proxy --form-elicitation`` does).
+        ``?via=mcp-url`` records that they decided on the request's page opened from the
+        link ``signoff mcp-proxy`` gave their MCP client.
         """
         return await service.decide(request_id, body, caller, via=via, client=client)
 

@@ -201,10 +201,12 @@ def web_router() -> APIRouter:
         title: str,
         request_id: str = "",
         task_id: str = "",
+        keep: str = "",
     ) -> Response:
         session = await session_of(request)
         if session is None:
-            target = quote(request.url.path, safe="/")
+            # keep: the part of the query the page needs after signing in
+            target = quote(request.url.path + keep, safe="/")
             return RedirectResponse(f"/login?next={target}", status_code=303)
         service: Service = request.app.state.service
         status = 200
@@ -246,8 +248,13 @@ def web_router() -> APIRouter:
     async def one_request(
         request: Request, request_id: Annotated[str, Path(max_length=100)]
     ) -> Response:
-        """One request: its controls while pending, its decision, result and audit trail."""
-        return await page(request, "request", "Request", request_id)
+        """One request: its controls while pending, its decision, result and audit trail.
+
+        ``?via=mcp-url`` (the link ``signoff mcp-proxy`` gives an MCP client) survives
+        signing in; the page then records its decisions ``via: mcp-url``.
+        """
+        keep = "?via=mcp-url" if request.query_params.get("via") == "mcp-url" else ""
+        return await page(request, "request", "Request", request_id, keep=keep)
 
     @router.get("/chat")
     async def chat(request: Request) -> Response:

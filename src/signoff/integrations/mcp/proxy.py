@@ -20,8 +20,9 @@ Meanwhile the MCP client may be asked too, in one of two ways:
 
 - URL mode (the default, for a client that declares it, when the proxy knows the inbox's
   address ``page_base``): the client shows its person a link to the request's page in
-  signoff's web inbox, where they sign in and decide as any inbox decision. The request's
-  context records ``"elicitation": "mcp-url"``; once it is decided (anywhere) the client
+  signoff's web inbox (``?via=mcp-url``), where they sign in and decide as any inbox
+  decision, recorded ``via="mcp-url"``. The request's context records
+  ``"elicitation": "mcp-url"``; once it is decided (anywhere) the client
   gets the elicitation-complete notification. A client whose person declines the link has
   the call rejected: the proxy withdraws the request, reason :data:`DECLINED`.
 - Form mode (only with an ``approver``, which the operator turns on): the client answers
@@ -270,7 +271,7 @@ class McpProxy:
         those decisions are recorded ``via="mcp-elicitation"`` with the client's name."""
         self.page_base = page_base.rstrip("/") if page_base else None
         """The web inbox's address as the person's browser reaches it (None: no URL
-        elicitation); a request's page is ``{page_base}/requests/{id}``."""
+        elicitation); a request's page is ``{page_base}/requests/{id}?via=mcp-url``."""
         self.hold = clamp_hold(hold)
         self.server_name = server_name
         self._seal_key = secrets.token_bytes(32)
@@ -396,9 +397,10 @@ class McpProxy:
         return context
 
     def page_url(self, request: Request) -> str:
-        """The request's page in the web inbox: built from ``page_base`` and its id only."""
+        """The request's page in the web inbox: built from ``page_base`` and its id only;
+        a decision made there is recorded ``via="mcp-url"``."""
         assert self.page_base is not None
-        return f"{self.page_base}/requests/{quote(request.id, safe='')}"
+        return f"{self.page_base}/requests/{quote(request.id, safe='')}?via={URL_ELICITATION}"
 
     def server_label(self) -> str:
         """The wrapped server's command line, for the reviewer."""

@@ -48,8 +48,9 @@ export async function api(method, path, body) {
   return data;
 }
 
-export const decide = (id, decision) =>
-  api("POST", `/requests/${encodeURIComponent(id)}/decision`, decision);
+/** Decide a request; ``via`` ("mcp-url" or none) says how the person reached its page. */
+export const decide = (id, decision, via) =>
+  api("POST", `/requests/${encodeURIComponent(id)}/decision${via ? `?via=${encodeURIComponent(via)}` : ""}`, decision);
 
 /**
  * Follow the event stream over WebSocket, reconnecting by itself. After a reconnect it asks

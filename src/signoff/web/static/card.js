@@ -114,7 +114,8 @@ function outcome(req, opts = {}) {
 }
 
 /**
- * Build the card. opts: {selectable, link, onDecided(request), onSelect(), compact, hideArgs}.
+ * Build the card. opts: {selectable, link, onDecided(request), onSelect(), compact, hideArgs,
+ * via (the channel its decisions are recorded through: "mcp-url" or none)}.
  * compact: the chat's inline box: no requester line, "Approve" and "Approve for this session"
  * as two buttons, and once decided only what was decided and by whom. hideArgs: the
  * arguments are shown beside the card already (the chat's tool card).
@@ -177,7 +178,7 @@ function controls(req, card, opts) {
     for (const b of buttons) b.disabled = true;
     if (button) button.setAttribute("aria-busy", "true");
     try {
-      const decided = await decide(req.id, decision);
+      const decided = await decide(req.id, decision, opts.via);
       card.update(decided);
       opts.onDecided?.(decided);
     } catch (e) {

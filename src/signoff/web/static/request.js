@@ -4,8 +4,12 @@ import { api, ApiError } from "./api.js";
 import { requestCard } from "./card.js";
 import { h, pretty, toast, when } from "./dom.js";
 
+/** The only channel a page's address may name: opened from the link an MCP client showed. */
+const MCP_URL = "mcp-url";
+
 export function requestView(root, id) {
   let card = null;
+  const via = new URLSearchParams(location.search).get("via") === MCP_URL ? MCP_URL : undefined;
   const audit = h("tbody", { "data-role": "audit" });
 
   const loadAudit = async () => {
@@ -28,7 +32,7 @@ export function requestView(root, id) {
       const req = await api("GET", `/requests/${encodeURIComponent(id)}`);
       if (card) card.update(req);
       else {
-        card = requestCard(req, { onDecided: () => loadAudit() });
+        card = requestCard(req, { onDecided: () => loadAudit(), via });
         root.prepend(card);
       }
       await loadAudit();
