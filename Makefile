@@ -6,11 +6,22 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: serve test lint watch demo bench clean
 
+# One line per step, then pip's own progress, then the time it took (a first install takes a
+# minute or two: without these it looked stuck). The lines show with `make -s` too; CI reads them.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[all,dev]'
-	touch $(STAMP)
+	@start=$$(date +%s); \
+	if [ -x $(BIN)/python ]; then \
+		echo "updating $(VENV): pyproject.toml changed"; \
+	else \
+		echo "creating $(VENV) (first use: a virtual environment for signoff)"; \
+		$(PYTHON) -m venv $(VENV) || exit 1; \
+	fi; \
+	echo "upgrading pip"; \
+	$(BIN)/python -m pip install --upgrade pip || exit 1; \
+	echo "installing signoff and its dependencies (a minute or two)"; \
+	$(BIN)/python -m pip install -e '.[all,dev]' || exit 1; \
+	touch $(STAMP); \
+	echo "$(VENV) ready in $$(( $$(date +%s) - start )) s"
 
 ## lint and type-check, then run the whole test suite
 test: lint
@@ -43,6 +54,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/lifecycle_pg.py  # needs PostgreSQL (SIGNOFF_TEST_PG)
 	$(BIN)/python bench/nodes_pg.py
 	$(BIN)/python bench/pending_scale_pg.py
+	$(BIN)/python bench/history.py  # history's pages at 10^3..10^6 rows (SQLite)
+	$(BIN)/python bench/history.py --pg  # the same on PostgreSQL, 10^3..10^5
 	$(BIN)/python bench/pause_resume.py  # LangGraph interrupt() on SQLite and PostgreSQL
 	$(BIN)/python bench/chat_stream.py  # conversations over AG-UI against the JSON API
 

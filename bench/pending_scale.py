@@ -22,6 +22,7 @@ from pathlib import Path
 from signoff.domain.requests import ApprovalRequest, RequestAdapter, Status
 from signoff.store.base import RequestQuery, to_micros
 from signoff.store.sqlite import SQLiteStore
+from signoff.store.tables import REQUESTS, insert_sql, qmarks
 
 TARGET = "session-target"
 TARGET_PENDING = 60
@@ -34,6 +35,7 @@ STATUSES: tuple[Status, ...] = (
     "canceled",
 )
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+_INSERT = insert_sql(REQUESTS, qmarks)
 
 
 def row(n: int, session: str, status: Status) -> tuple[object, ...]:
@@ -62,6 +64,8 @@ def row(n: int, session: str, status: Status) -> tuple[object, ...]:
         to_micros(created),
         None,
         1,
+        None,
+        f"shell command echo {n}",
         RequestAdapter.dump_json(request).decode(),
     )
 
@@ -98,14 +102,16 @@ async def fill(path: Path, rows: int) -> None:
                     created_us,
                     None,
                     1,
+                    None,
+                    f"shell command echo {n}",
                     data,
                 )
             )
         if len(batch) >= 50_000:
-            db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", batch)
+            db.executemany(_INSERT, batch)
             batch.clear()
     if batch:
-        db.executemany("INSERT INTO requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", batch)
+        db.executemany(_INSERT, batch)
     db.commit()
     db.execute("ANALYZE")
     db.close()

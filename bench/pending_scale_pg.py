@@ -70,6 +70,8 @@ def records(rows: int) -> Iterator[tuple[object, ...]]:
                 base_us + n * 1000,
                 None,
                 1,
+                None,
+                f"shell command echo {n}",
                 template.replace("req_000000000000", rid),
             )
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +35,13 @@ def _node_major() -> int | None:
     )
     version = done.stdout.strip().lstrip("v").split(".")[0]
     return int(version) if done.returncode == 0 and version.isdigit() else None
+
+
+@contextlib.contextmanager
+def cache_lock(cache: Path) -> Iterator[None]:
+    """Hold ``cache``'s lock file while checking and filling it: test processes running at once
+    (xdist workers, two runs in one checkout) must not run npm into one directory together."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with (cache.parent / f"{cache.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,12 +27,46 @@ DEMO = "demo=signoff.chat.hosted:agent"
 """The ``--agent`` option hosting the demo chat agent as ``demo``."""
 
 
+PORTS_BELOW = 32768
+"""Linux's ephemeral ports start here (``ip_local_port_range``): the kernel hands those out to
+``bind(0)`` and to every outgoing connection, so a port picked there and bound later by a child
+process can be taken in between, by another xdist worker's client or server."""
+
+PORTS_PER_WORKER = 1500
+"""Each xdist worker (``gw0``, ``gw1``...) picks its ports in a slice of its own below
+:data:`PORTS_BELOW`; a run without xdist (``-n 0``) takes the last of :data:`SLICES`, so it
+meets no worker of a parallel run going on at the same time."""
+
+SLICES = 8
+
+_next_port: list[int] = []  # the next port this process tries, once the slice is known
+
+
+def _slice() -> int:
+    """This process's slice of ports: its xdist worker number, the last one without xdist."""
+    number = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    return int(number) % (SLICES - 1) if number.isdigit() else SLICES - 1
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port nobody listens on right now, that no other test worker will pick.
+
+    Ports come in turn from this worker's slice (starting at a random place in it, so two runs
+    at once rarely meet), never from the ephemeral range the kernel draws from, so the port stays
+    free until the process a test starts binds it."""
+    low = PORTS_BELOW - PORTS_PER_WORKER * (_slice() + 1)
+    if not _next_port:
+        _next_port.append(low + random.randrange(PORTS_PER_WORKER))
+    for _ in range(PORTS_PER_WORKER):
+        port = low + (_next_port[0] - low) % PORTS_PER_WORKER
+        _next_port[0] = port + 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or in TIME_WAIT: the next one
+            return port
+    raise AssertionError(f"no free port in {low}..{low + PORTS_PER_WORKER - 1}")
 
 
 @dataclass
@@ -62,17 +97,34 @@ class Server:
 
 
 def start_server(
-    db: str, port: int, env: dict[str, str], *extra: str, cwd: str | None = None
+    db: str,
+    port: int,
+    env: dict[str, str],
+    *extra: str,
+    cwd: str | None = None,
+    log: Path | None = None,
 ) -> Server:
-    """Start ``signoff serve`` (with ``extra`` options) and wait until /healthz answers."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db, *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=cwd,
-    )
+    """Start ``signoff serve`` (with ``extra`` options) and wait until /healthz answers.
+
+    Its stderr goes to the file ``log`` when given (its log lines at the level ``env`` or
+    ``extra`` say), else to a pipe, at log level warning unless ``env`` says otherwise:
+    nothing reads that pipe while it runs, and one full of a line per request would stop it.
+    """
+    if log is None:
+        env = {"SIGNOFF_LOG_LEVEL": "warning", **env}
+    sink = log.open("w") if log is not None else None
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "signoff", "serve", "--port", str(port), "--db", db, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if sink is None else sink,
+            text=True,
+            env=env,
+            cwd=cwd,
+        )
+    finally:
+        if sink is not None:
+            sink.close()  # the process has its own copy
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

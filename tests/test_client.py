@@ -64,6 +64,9 @@ async def test_async_client_lifecycle_and_errors(service: Service) -> None:
             await agent.submit({"session_id": "s"})
         page = await approver.list_requests(RequestQuery(status="completed"))
         assert [r.id for r in page.items] == [request_id]
+        found = RequestQuery(decided_by="alice", tool_name="shell", text="SHELL c", status="ended")
+        assert [r.id for r in (await approver.list_requests(found)).items] == [request_id]
+        assert (await approver.list_requests(RequestQuery(text="nowhere"))).items == []
         grants = await approver.list_grants()
         assert len(grants) == 1
         await approver.revoke_grant(grants[0].id)

@@ -200,7 +200,11 @@ async def test_fifty_concurrent_deciders_one_winner(service: Service) -> None:
     deciders = [Principal(name=f"approver{n}", role="approver") for n in range(50)]
     results = await asyncio.gather(
         *(
-            service.decide(request.id, {"type": "approve"} if n % 2 else {"type": "reject"}, who)
+            service.decide(
+                request.id,
+                {"type": "approve"} if n % 2 else {"type": "reject", "reason": "no"},
+                who,
+            )
             for n, who in enumerate(deciders)
         ),
         return_exceptions=True,
@@ -525,7 +529,9 @@ async def test_self_approval_and_designated_approvers(store: Any, clock: FakeClo
     own = (await service.submit({"session_id": "s", "tool_name": "t"}, ADMIN)).request
     with pytest.raises(NotAllowed, match="own request"):
         await service.decide(own.id, {"type": "approve"}, ADMIN)
-    assert (await service.decide(own.id, {"type": "reject"}, ADMIN)).status == "rejected"
+    assert (
+        await service.decide(own.id, {"type": "reject", "reason": "no"}, ADMIN)
+    ).status == "rejected"
     other = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
     with pytest.raises(NotAllowed, match="designated"):
         await service.decide(other.id, {"type": "approve"}, BOB)
@@ -550,7 +556,9 @@ async def test_quorum_of_two(store: Any, clock: FakeClock) -> None:
     assert events.types == ["created", "status", "decided"]
     other = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
     await service.decide(other.id, {"type": "approve"}, APPROVER)
-    assert (await service.decide(other.id, {"type": "reject"}, BOB)).status == "rejected"
+    assert (
+        await service.decide(other.id, {"type": "reject", "reason": "no"}, BOB)
+    ).status == "rejected"
 
 
 async def test_policy_decides_at_submit(store: Any, clock: FakeClock) -> None:
@@ -634,7 +642,7 @@ async def test_failed_write_publishes_nothing(service: Service) -> None:
     events = CapturedEvents(service)
     results = await asyncio.gather(
         service.decide(request.id, {"type": "approve"}, APPROVER),
-        service.decide(request.id, {"type": "reject"}, BOB),
+        service.decide(request.id, {"type": "reject", "reason": "no"}, BOB),
         return_exceptions=True,
     )
     assert sum(isinstance(r, SignoffError) for r in results) == 1

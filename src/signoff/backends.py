@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from signoff.config import follower_for
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
+from signoff.domain.edits import EditPreview
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.notify import PersonLink, Route, RouteStatus
@@ -53,6 +54,7 @@ class Backend(Protocol):
     async def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""
     ) -> list[BatchOutcome]: ...
+    async def preview_edit(self, request_id: str, args: Mapping[str, JsonValue]) -> EditPreview: ...
     async def wait(self, request_id: str, timeout: float) -> Request: ...
     async def claim(
         self, request_id: str, args: Mapping[str, JsonValue], *, lease: float | None = None
@@ -135,6 +137,10 @@ class LocalBackend:
         if type_ == "reject":
             body["reason"] = reason
         return await self.service.decide_many(request_ids, body, self.principal)
+
+    async def preview_edit(self, request_id: str, args: Mapping[str, JsonValue]) -> EditPreview:
+        """The call's preview for edited ``args`` and their schema misfits; changes nothing."""
+        return await self.service.preview_edit(request_id, args, self.principal)
 
     async def wait(self, request_id: str, timeout: float) -> Request:
         """Wait for a decision."""

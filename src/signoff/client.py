@@ -19,6 +19,7 @@ from pydantic import JsonValue
 
 from signoff.domain.audit import Anchor, AuditEntry, ChainReport
 from signoff.domain.decisions import Channel, Decision
+from signoff.domain.edits import EditPreview
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.notify import PersonLink, Route, RouteStatus
@@ -262,12 +263,26 @@ class _Ops:
                 "status": query.status,
                 "session_id": query.session_id,
                 "kind": query.kind,
+                "requested_by": query.requested_by,
+                "decided_by": query.decided_by,
+                "tool_name": query.tool_name,
+                "q": query.text,
                 "limit": query.limit,
                 "cursor": query.cursor,
             }.items()
             if v is not None
         }
         return _Op("GET", f"{API}/requests", _page, params=params)
+
+    @staticmethod
+    def preview_edit(request_id: str, args: Mapping[str, JsonValue]) -> _Op[EditPreview]:
+        return _Op(
+            "POST",
+            f"{API}/requests/{request_id}/preview",
+            lambda r: EditPreview.model_validate_json(r.content),
+            json={"args": dict(args)},
+            subject=request_id,
+        )
 
     @staticmethod
     def decide_many(ids: Sequence[str], type_: str, reason: str) -> _Op[list[BatchOutcome]]:
@@ -520,8 +535,16 @@ class AsyncClient:
     async def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""
     ) -> list[BatchOutcome]:
-        """Approve or reject several requests; each gets its own outcome."""
+        """Approve or reject several requests; each gets its own outcome.
+
+        A ``reject`` needs a ``reason`` that is not blank: without one the server refuses
+        the whole batch (``InvalidDecision``) and nothing changes.
+        """
         return await self._run(_Ops.decide_many(request_ids, type_, reason))
+
+    async def preview_edit(self, request_id: str, args: Mapping[str, JsonValue]) -> EditPreview:
+        """The call's preview for edited ``args`` and their schema misfits; changes nothing."""
+        return await self._run(_Ops.preview_edit(request_id, args))
 
     async def wait(self, request_id: str, timeout: float) -> Request:
         """The request once decided, or as it is after ``timeout`` seconds (long polls).
@@ -761,8 +784,16 @@ class Client:
     def decide_many(
         self, request_ids: Sequence[str], type_: str, reason: str = ""
     ) -> list[BatchOutcome]:
-        """Approve or reject several requests; each gets its own outcome."""
+        """Approve or reject several requests; each gets its own outcome.
+
+        A ``reject`` needs a ``reason`` that is not blank: without one the server refuses
+        the whole batch (``InvalidDecision``) and nothing changes.
+        """
         return self._run(_Ops.decide_many(request_ids, type_, reason))
+
+    def preview_edit(self, request_id: str, args: Mapping[str, JsonValue]) -> EditPreview:
+        """The call's preview for edited ``args`` and their schema misfits; changes nothing."""
+        return self._run(_Ops.preview_edit(request_id, args))
 
     def wait(self, request_id: str, timeout: float) -> Request:
         """The request once decided, or as it is after ``timeout`` seconds.

@@ -35,7 +35,15 @@ from signoff.domain.audit import (
     verify_log,
 )
 from signoff.domain.clock import Clock, system_clock
-from signoff.domain.decisions import Approve, Channel, Decision, DecisionAdapter, DecisionRecord
+from signoff.domain.decisions import (
+    Approve,
+    Channel,
+    Decision,
+    DecisionAdapter,
+    DecisionRecord,
+    require_reason,
+)
+from signoff.domain.edits import EditPreview, args_preview, check_may_edit, edit_preview
 from signoff.domain.events import EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.notify import (
@@ -49,7 +57,7 @@ from signoff.domain.notify import (
     new_route_id,
 )
 from signoff.domain.policies import Governance, Policy, PolicyDecision
-from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, FileReader, file_edit_preview
+from signoff.domain.previews import MAX_PREVIEW_BYTES, FilePreview, FileReader
 from signoff.domain.principals import (
     DECIDER_ROLES,
     Principal,
@@ -349,8 +357,22 @@ class Service:
     def _preview(self, new: NewRequest) -> FilePreview | None:
         if new.kind != "approval" or not new.tool_args:
             return None
-        # without a reader the preview still shows what the call itself says, marked so
-        return file_edit_preview(new.tool_args, self._read_file)
+        return args_preview(new.tool_args, self._read_file)
+
+    async def preview_edit(
+        self, request_id: str, args: Mapping[str, JsonValue], principal: Principal
+    ) -> EditPreview:
+        """The call's preview made again for a person's edited ``args``, and how they misfit
+        the tool's schema; changes nothing.
+
+        Refused as approving would be (an agent first, whatever the id); the preview is
+        made by the function and file reader that made the request's own.
+        """
+        check_may_decide(principal)
+        request = await self.get(request_id, principal)
+        editable = check_may_edit(request, args, principal, self.clock())
+        # off the event loop: a diff of a large file takes a while
+        return await asyncio.to_thread(edit_preview, editable, args, self._read_file)
 
     async def _decide_at_submit(
         self, request: Request, verdict: PolicyDecision | None, now: datetime
@@ -499,10 +521,12 @@ class Service:
     ) -> list[BatchOutcome]:
         """Decide several requests alike; each succeeds or fails on its own.
 
-        An agent's batch is refused as a whole, so it learns nothing about any id.
+        An agent's batch is refused as a whole, so it learns nothing about any id; so is
+        a rejection without a reason.
         """
         check_may_decide(principal)
         parsed = _parse_decision(decision)
+        require_reason(parsed)
 
         async def one(request_id: str) -> BatchOutcome:
             try:
@@ -761,6 +785,13 @@ class Service:
         if record is None or record.revoked_at is not None:
             raise Unauthenticated("unknown or revoked token")
         return record.principal
+
+    async def metrics_reader(self, token: str) -> Principal:
+        """The admin a bearer token stands for: only admins read a server's metrics (the
+        server's own metrics token aside, which is no principal)."""
+        principal = await self.authenticate(token)
+        _admins_only(principal, "read the metrics")
+        return principal
 
     # -- tasks ---------------------------------------------------------------------------
 

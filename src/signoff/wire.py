@@ -295,7 +295,8 @@ class TaskView(_Answer):
     approval_url: str | None = None
     """Paused: POST here to approve the first request."""
     rejection_url: str | None = None
-    """Paused: POST here to reject the first request."""
+    """Paused: POST ``{"reason": ...}`` here to reject the first request (a reason is
+    required)."""
     tool_calls: list[PendingCall] | None = None
     """Paused: every call it waits on."""
 

@@ -27,7 +27,7 @@ import pytest
 
 from signoff.server.app import API
 from tests.agui_clients.hosted_demo import runs_url, serve_demo
-from tests.node import need_node
+from tests.node import cache_lock, need_node
 from tests.serving import Server, bearer
 
 HERE = Path(__file__).resolve().parent
@@ -68,22 +68,22 @@ def _installed() -> bool:
 def client_script() -> Path:
     """``client.mjs`` beside its installed ``node_modules`` (npm ci on first use only)."""
     need_node(NODE_MAJOR, f"@ag-ui/client {CLIENT_VERSION}")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    if not _installed():
-        for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(HERE / name, CACHE / name)
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund"],
-            cwd=CACHE,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, f"npm ci in {CACHE} failed:\n{done.stderr[-3000:]}"
-    # beside node_modules, so its `import "@ag-ui/client"` resolves there
-    script = CACHE / "client.mjs"
-    shutil.copyfile(HERE / "client.mjs", script)
+    with cache_lock(CACHE):
+        if not _installed():
+            for name in ("package.json", "package-lock.json"):
+                shutil.copyfile(HERE / name, CACHE / name)
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"],
+                cwd=CACHE,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert done.returncode == 0, f"npm ci in {CACHE} failed:\n{done.stderr[-3000:]}"
+        # beside node_modules, so its `import "@ag-ui/client"` resolves there
+        script = CACHE / "client.mjs"
+        shutil.copyfile(HERE / "client.mjs", script)
     return script
 
 

@@ -289,6 +289,20 @@ async def test_an_agent_may_not_decide(team: Team) -> None:
     assert (await team.approver.get(request.id)).status == "pending"
 
 
+async def test_preview_edit_previews_a_persons_edit_and_changes_nothing(team: Team) -> None:
+    request = await file_call(team.agent, new_session(), {"path": "a.txt", "content": "old\n"})
+    seen = await team.approver.preview_edit(request.id, {"path": "a.txt", "content": "new\n"})
+    assert seen.preview is not None and "+new" in seen.preview.diff and seen.errors == []
+    with pytest.raises(NotAllowed):
+        await team.agent.preview_edit(request.id, {"path": "a.txt", "content": "x"})
+    with pytest.raises(RequestNotFound):
+        await team.approver.preview_edit("req_unknown", {})
+    assert (await team.approver.get(request.id)).version == request.version
+    await team.approver.decide(request.id, {"type": "approve"})
+    with pytest.raises(InvalidTransition):
+        await team.approver.preview_edit(request.id, {"path": "a.txt", "content": "y"})
+
+
 async def test_decide_many_gives_each_id_its_outcome(team: Team) -> None:
     session = new_session()
     first, second = [await file_call(team.agent, session, {"n": n}) for n in range(2)]

@@ -6,6 +6,7 @@ import importlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import FunctionModel
 from typing_extensions import TypedDict
 
+from signoff.chat.agent import build_agent
 from signoff.chat.demo import DEMO_MODEL_NAME, demo_model, resolve_model
 
 Call = tuple[str, dict[str, Any]]
@@ -243,13 +245,26 @@ async def test_missing_tool_among_several_is_reported_in_the_summary(desk: Desk)
 
 
 async def test_unknown_prompt_gets_help_text(desk: Desk) -> None:
-    """A prompt the script does not understand gets a help text saying what it does understand."""
+    """A prompt the script does not understand gets a help text saying what it understands
+    with this agent's tools, and offers nothing the agent has no tool for."""
     result = await agent_with(desk, "shell").run("what's the weather like?")
     assert desk.calls == []
     assert "not an LLM" in result.output
-    for example in ("create notes.md saying hello", "run ls -la", "ask me some questions"):
-        assert example in result.output
+    assert "run ls -la" in result.output and "delete old logs" in result.output
+    for other in ("create notes.md saying hello", "ask me some questions", "which database"):
+        assert other not in result.output
     assert "This agent's tools: shell." in result.output
+    none = await Agent(demo_model()).run("hello?")
+    assert "This agent has none of the tools I call (write_file, shell," in none.output
+
+
+async def test_the_chat_agents_help_offers_only_what_it_can_do(tmp_path: Path) -> None:
+    """signoff chat's agent has the coding tools and no human tools: its help offers files
+    and shell commands, not a choice or questions."""
+    result = await build_agent(None, tmp_path).run("hello?")
+    assert isinstance(result.output, str)
+    assert "run ls -la" in result.output and "write hello to notes.md" in result.output
+    assert "which database" not in result.output and "some questions" not in result.output
 
 
 async def test_same_conversation_gets_the_same_response(desk: Desk) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from signoff.cli.prompting import ask_decision
+from signoff.domain.decisions import REASON_REQUIRED
 from signoff.domain.requests import RequestAdapter
 from signoff.errors import InvalidDecision
 from signoff.service import Service
@@ -34,9 +35,14 @@ async def read(db: Path, request_id: str) -> dict[str, Any]:
 
 def answer(db: Path, request_id: str, lines: str) -> subprocess.CompletedProcess[str]:
     """Run ``signoff answer ID`` with ``lines`` on stdin (not a terminal)."""
+    return signoff(db, lines, "answer", request_id)
+
+
+def signoff(db: Path, lines: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``signoff ARGS`` on ``db`` as alice, with ``lines`` on stdin (not a terminal)."""
     env = {**os.environ, "SIGNOFF_USER": "alice", "XDG_CONFIG_HOME": str(db.parent)}
     return subprocess.run(
-        [sys.executable, "-m", "signoff", "answer", request_id, "--db", f"sqlite:///{db}"],
+        [sys.executable, "-m", "signoff", *args, "--db", f"sqlite:///{db}"],
         input=lines,
         capture_output=True,
         text=True,
@@ -84,6 +90,27 @@ async def test_y_n_and_a_reason_for_a_tool_call(tmp_path: Path) -> None:
     rejected, approved = await read(db, first), await read(db, second)
     assert rejected["decision"]["decision"]["reason"] == "not on a friday"
     assert approved["status"] == "approved"
+
+
+async def test_a_rejection_without_a_reason_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """``signoff reject --reason ' '`` and ``signoff answer`` with n and a blank reason from
+    a script: exit 3, one line naming the rule, still pending; at a terminal the reason is
+    asked again until one is given."""
+    db = tmp_path / "s.db"
+    request_id = await filed(db, {"session_id": "s", "tool_name": "shell", "tool_args": {}})
+    blank = signoff(db, "", "reject", request_id, "--reason", " \t")
+    assert (blank.returncode, blank.stderr) == (3, f"error: {REASON_REQUIRED}\n")
+    scripted = answer(db, request_id, "n\n   \n")
+    assert (scripted.returncode, scripted.stderr) == (3, f"error: {REASON_REQUIRED}\n")
+    assert (await read(db, request_id))["status"] == "pending"
+    request = RequestAdapter.validate_python(await read(db, request_id))
+    lines = iter(["n", "", "  ", "Ask me first"])
+    said: list[str] = []
+    decision = ask_decision(request, lambda _: next(lines), interactive=True, say=said.append)
+    assert decision == {"type": "reject", "reason": "Ask me first"}
+    assert said == [REASON_REQUIRED, REASON_REQUIRED]
 
 
 async def test_one_prompt_per_question_and_eof(tmp_path: Path) -> None:

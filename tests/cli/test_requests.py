@@ -98,7 +98,8 @@ def test_wait_returns_when_another_process_approves(
 
 
 def test_wait_exit_codes_for_reject_expiry_and_timeout(cli: Run) -> None:
-    """--wait exits 1 when rejected, 2 when the request expires, 2 when the wait times out."""
+    """--wait exits 1 when rejected, 2 when the request expires, 2 when the wait times out
+    (which cancels the request)."""
     request = submit(cli, "--tool-call-id", "c-rej")
     assert cli("reject", request["id"], "--reason", "not today").returncode == 0
     again = cli(
@@ -118,7 +119,7 @@ def test_wait_exit_codes_for_reject_expiry_and_timeout(cli: Run) -> None:
     assert json.loads(expired.stdout)["status"] == "expired"
     timed_out = cli("submit", "--tool", "shell", "--wait", "--timeout", "0.3")
     assert timed_out.returncode == 2
-    assert json.loads(timed_out.stdout)["status"] == "pending"
+    assert json.loads(timed_out.stdout)["status"] == "canceled"
 
 
 def test_bad_input_is_one_line_and_a_specific_exit_code(cli: Run) -> None:

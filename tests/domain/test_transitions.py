@@ -37,7 +37,7 @@ def test_an_agent_may_never_decide() -> None:
 
 def test_an_agent_is_refused_before_the_state_is_looked_at() -> None:
     """Even on a request that is no longer pending, an agent gets NotAllowed, not a 409."""
-    decided = apply_decision(hosted_call(), Reject(), BOB, NOW).request
+    decided = apply_decision(hosted_call(), Reject(reason="no"), BOB, NOW).request
     with pytest.raises(NotAllowed):
         apply_decision(decided, Approve(), Principal(name="agent:deploy", role="agent"), NOW)
 
@@ -65,7 +65,10 @@ def test_the_starter_may_approve_unless_policy_makes_them_the_requester(
         with pytest.raises(NotAllowed):
             apply_decision(request, Approve(), ALICE, NOW)
         if "approvers" not in governance:  # counted as the requester, they may still reject
-            assert apply_decision(request, Reject(), ALICE, NOW).request.status == "rejected"
+            assert (
+                apply_decision(request, Reject(reason="no"), ALICE, NOW).request.status
+                == "rejected"
+            )
 
 
 def test_allow_self_approval_lets_a_starter_counted_as_requester_approve() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.node import need_node
+from tests.node import cache_lock, need_node
 from tests.serving import Server, agent_token, bearer, free_port, start_server
 
 GEMINI_VERSION = "0.61.0"
@@ -66,16 +66,17 @@ def gemini() -> Path:
     """The ``gemini`` executable, installed from npm into the cache on first use."""
     need_node(NODE_MAJOR, f"Gemini CLI {GEMINI_VERSION}")
     binary = CACHE / "node_modules" / ".bin" / "gemini"
-    if _installed_version() != GEMINI_VERSION or not binary.exists():
-        package = f"@google/gemini-cli@{GEMINI_VERSION}"
-        done = subprocess.run(
-            ["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", package],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert done.returncode == 0, f"npm install {package} failed:\n{done.stderr[-3000:]}"
+    with cache_lock(CACHE):
+        if _installed_version() != GEMINI_VERSION or not binary.exists():
+            package = f"@google/gemini-cli@{GEMINI_VERSION}"
+            done = subprocess.run(
+                ["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", package],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert done.returncode == 0, f"npm install {package} failed:\n{done.stderr[-3000:]}"
     return binary
 
 

@@ -153,7 +153,7 @@ def test_the_web_inbox_shows_a_hook_request(
     ):
         assert text in shown, f"{text!r} not in:\n{shown}"
     assert "+++ b/home/dev/acme/src/rate_limit.py" in diff and "+\tLIMIT = 100" in diff, diff
-    rejected = decide(server, person, filed["id"], type="reject")
+    rejected = decide(server, person, filed["id"], type="reject", reason="not now")
     assert rejected.status_code == 200, rejected.text
     assert_denied("claude-code", finish(started), 0)
 

@@ -301,7 +301,7 @@ async def test_stale_interrupt_id_is_refused(sides: Sides) -> None:
     await graph.ainvoke(Command(resume={old.id: {"type": "approve"}}), cfg)
     (new,) = (await graph.aget_state(cfg)).interrupts
     assert new.id != old.id
-    await sides.person.decide(first.task.pending[0].request_id, {"type": "reject"})
+    await sides.person.decide(first.task.pending[0].request_id, {"type": "reject", "reason": "no"})
 
     with pytest.raises(InvalidRequest, match="no longer pending"):
         await bridge.resume("t-stale")

@@ -399,7 +399,7 @@ async def test_streamable_http_needs_the_bearer_token(
             ["--server", "http://127.0.0.1:9", "--form-elicitation", "--", "true"],
             "--form-elicitation with --server needs --approver-token",
         ),
-        (["--public-url", "javascript:alert(1)", "--", "true"], "is not an http(s) address"),
+        (["--public-url", "javascript:alert(1)", "--", "true"], "must be an http(s) URL"),
         (["--public-url", "https://u:p@example.com", "--", "true"], "without credentials"),
         (["--public-url", "https://example.com/?next=x", "--", "true"], "without credentials"),
     ],

@@ -175,7 +175,7 @@ async def test_errors_404_403_409(hosted: Hosted) -> None:
     assert unknown_agent.status_code == 404
     await hosted.alice.post(f"{API}/resume/{paused['request_id']}", json={"action": "approve"})
     late = await hosted.alice.post(
-        f"{API}/resume/{paused['request_id']}", json={"action": "reject"}
+        f"{API}/resume/{paused['request_id']}", json={"action": "reject", "reason": "late"}
     )
     assert late.status_code == 409
 

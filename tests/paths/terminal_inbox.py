@@ -63,14 +63,18 @@ class TerminalInbox:
     def _keys_for(self, decision: dict[str, Any]) -> None:
         kind = decision["type"]
         if kind == "approve" and "args" in decision:
-            self.keys("e")
-            self.tmux.wait_for("Ctrl+S approves")
+            self.keys("e")  # a field per argument; Ctrl+R: the whole args as JSON
+            self.tmux.wait_for("Ctrl+R raw JSON")
+            self.keys("C-r")
+            self.tmux.wait_for("as JSON")
             time.sleep(0.3)  # the editor takes focus once the dialog has mounted
             self.keys("F7")  # select all: the typed JSON replaces the proposal
             typed = json.dumps(decision["args"])
             self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", typed)
             self.tmux.wait_for(typed)
-            self.keys("C-s")
+            self.keys("C-s")  # the edit's diff, made again, to confirm
+            self.tmux.wait_for("Enter approves the edited call")
+            self.keys("Enter")
         elif kind == "approve":
             self.keys("a")
         elif kind == "reject":

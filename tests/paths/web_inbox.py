@@ -51,6 +51,7 @@ class WebInbox:
         kind = decision["type"]
         if kind == "approve" and "args" in decision:
             page.click(f"{card} [data-action=edit]")
+            page.click(f"{card} [data-action=raw-json]")
             page.fill(f"{card} [data-role=args-editor]", json.dumps(decision["args"]))
             page.click(f"{card} [data-action=review-edit]")
             page.click(f"{card} [data-role=edit-review] [data-action=approve-edited]")

@@ -74,7 +74,10 @@ VALID_BODIES: dict[str, tuple[Any, ...]] = {
     ),
     f"POST {API}/requests/{{request_id}}/cancel": ({"reason": "changed my mind"},),
     f"POST {API}/decisions": ({"ids": ["req_x"], "type": "approve"},),
-    f"POST {API}/resume/{{request_id}}": ({"action": "approve"}, {"action": "reject"}),
+    f"POST {API}/resume/{{request_id}}": (
+        {"action": "approve"},
+        {"action": "reject", "reason": "no"},
+    ),
 }
 """Bodies each operation accepts (the schema alone cannot say that an approval needs a tool
 name): a hostile leaf in one of these reaches the store instead of stopping at validation."""

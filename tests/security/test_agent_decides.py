@@ -88,7 +88,9 @@ def test_an_agent_is_refused_even_on_its_own_decided_request(server: Server) -> 
         mine = _submit(http, own)
         admin = bearer(server.admin_token or "")
         done = http.post(
-            f"{API}/requests/{mine['id']}/decision", json={"type": "reject"}, headers=admin
+            f"{API}/requests/{mine['id']}/decision",
+            json={"type": "reject", "reason": "no"},
+            headers=admin,
         )
         assert done.status_code == 200, done.text
         _refused(

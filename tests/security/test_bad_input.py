@@ -105,6 +105,24 @@ def test_a_lone_surrogate_in_a_submit_is_422_naming_the_field(
     assert_healthy(server, token)
 
 
+@pytest.mark.parametrize("value", [b"NaN", b'"\\ud800"'], ids=["not-finite", "lone-surrogate"])
+def test_a_detail_naming_a_hostile_key_is_one_visible_line(
+    served: tuple[Server, str], value: bytes
+) -> None:
+    """A 422 that names where a bad value sits shows the keys' newline, CR, ESC and bidi
+    override as escapes: the detail is one line of visible text whatever the keys hold."""
+    server, token = served
+    key = b"a\\n\\r\\u001b[2K\\u202eb"
+    body = b'{"session_id": "s", "tool_name": "t", "tool_args": {"x": {"' + key + b'": '
+    response = post_raw(server, token, "/requests", body + value + b"}}}")
+    assert response.status_code == 422, response.text
+    detail = error_of(response)["detail"]
+    assert "tool_args" in detail and detail.isprintable(), detail
+    if value == b"NaN":  # this message names the key itself
+        assert "x.a\\n\\r\\x1b[2K\\u202eb is not a finite number" in detail
+    assert_healthy(server, token)
+
+
 def test_a_lone_surrogate_in_edited_args_is_422(served: tuple[Server, str]) -> None:
     """An approver's edited args with a lone surrogate are 422; the request stays pending."""
     server, token = served

@@ -59,7 +59,7 @@ def test_markup_in_a_conversation_is_inert(chat: Chat) -> None:
         assert ARGS in page.inner_text(".tool[data-call=h1] [data-role=tool-args]")
         assert page.inner_text(f"{box(choice_id)} .title") == QUESTION
         buttons = page.locator(f"{box(choice_id)} button[data-action=choose]")
-        assert buttons.all_inner_texts() == OPTIONS
+        assert buttons.all_inner_texts() == [f"Choose {option}" for option in OPTIONS]
         page.fill(f"{box(write_id)} [data-role=reason]", REASON)
         page.click(f"{box(write_id)} [data-action=reject]")
         page.wait_for_selector(f"{box(write_id)}{DECIDED}")

@@ -84,8 +84,16 @@ def _status(agent: httpx.Client, request_id: str) -> str:
     return status
 
 
-def _confirm(server: Server, link: str, **headers: str) -> httpx.Response:
-    return httpx.post(link, headers={"Sec-Fetch-Site": "same-origin", **headers}, timeout=30)
+def _confirm(
+    server: Server, link: str, reason: str = "not today", **headers: str
+) -> httpx.Response:
+    """Press the confirm page's button (a reject link's form says why, as the page requires)."""
+    return httpx.post(
+        link,
+        data={"reason": reason},
+        headers={"Sec-Fetch-Site": "same-origin", **headers},
+        timeout=30,
+    )
 
 
 def _token(link: str) -> str:
@@ -126,6 +134,25 @@ def test_the_same_link_twice_is_refused(
     assert "already used" in replayed.text
     votes = agent.get(f"{API}/requests/{voting['id']}").json()
     assert votes["status"] == "pending"
+
+
+def test_a_reject_link_needs_a_reason_and_still_works_after_a_blank_one(
+    server: Server, agent: httpx.Client, mailbox: Mailbox
+) -> None:
+    """The reject page requires a reason; posting none or a blank one is 422, decides
+    nothing and does not use the link up, which then rejects with a reason."""
+    request = _file(agent)
+    mailed = mailed_links(server, mailbox, request["id"])
+    page = httpx.get(mailed["reject"], timeout=30)
+    assert '<textarea id="reason" name="reason"' in page.text and " required>" in page.text
+    for blank in ("", " \n\t "):
+        refused = _confirm(server, mailed["reject"], blank)
+        assert refused.status_code == 422, refused.text
+        assert "a reason is required to reject" in refused.text
+    assert _status(agent, request["id"]) == "pending"
+    assert _confirm(server, mailed["reject"], "Not needed").status_code == 200
+    decided = agent.get(f"{API}/requests/{request['id']}").json()
+    assert decided["decision"]["decision"]["reason"] == "Not needed"
 
 
 def _flip(token: str, at: int) -> str:

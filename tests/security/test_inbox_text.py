@@ -14,7 +14,11 @@ import pytest
 
 from signoff.server.app import API
 from tests.serving import Server, agent_token
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, Agent, need_chromium, sign_in
+from tests.web.browser import (
+    Agent,
+    launched_chromium,
+    sign_in,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -29,13 +33,7 @@ TOOL = "delete_prod_database\x1b]0;pwned\x07"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One Chromium for the module."""
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    yield from launched_chromium()
 
 
 @pytest.fixture
@@ -95,6 +93,7 @@ def test_editing_other_args_keeps_a_big_integer_exact(page: Page, agent: Agent) 
     selector = card(created["id"])
     page.wait_for_selector(selector)
     page.click(f"{selector} [data-action=edit]")
+    page.click(f"{selector} [data-action=raw-json]")
     editor = f"{selector} [data-role=args-editor]"
     text = page.input_value(editor)
     assert str(BIG) in text and "\\u202e" in text and RLO not in text
@@ -115,7 +114,7 @@ def test_choice_options_show_escaped_and_choose_the_exact_option(page: Page, age
     selector = card(created["id"])
     page.wait_for_selector(selector)
     button = f"{selector} button.option >> nth=0"
-    assert page.inner_text(button) == "keep\\u202etxt.exe"
+    assert page.inner_text(button) == "Choose keep\\u202etxt.exe"
     assert page.inner_text(f"{selector} .title") == "pick\\x1b[2K\\u202e"
     page.click(button)
     page.wait_for_selector(selector, state="detached")

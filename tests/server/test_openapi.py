@@ -194,6 +194,9 @@ async def test_each_task_answer_is_exactly_its_model(hosted: Hosted) -> None:
     assert {t["task_id"] for t in listed["items"]} == {done["task_id"], paused["task_id"]}
     _read_as_sent(TaskView, await alice.get(f"{API}/tasks/{paused['task_id']}"))
     resumed = _read_as_sent(
-        TaskView, await alice.post(f"{API}/resume/{paused['request_id']}?action=reject")
+        TaskView,
+        await alice.post(
+            f"{API}/resume/{paused['request_id']}?action=reject", json={"reason": "not now"}
+        ),
     )
     assert resumed["status"] != "Paused" and not PAUSED_ONLY & set(resumed)

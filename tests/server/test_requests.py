@@ -140,7 +140,9 @@ async def test_listing_paginates_and_filters(
 ) -> None:
     """GET /requests pages newest first with a cursor and filters by status and session."""
     ids = [(await create(agent, tool_call_id=f"c{n}"))["id"] for n in range(5)]
-    await approver.post(f"{API}/requests/{ids[0]}/decision", json={"type": "reject"})
+    await approver.post(
+        f"{API}/requests/{ids[0]}/decision", json={"type": "reject", "reason": "no"}
+    )
     page = (await approver.get(f"{API}/requests?limit=2")).json()
     assert len(page["items"]) == 2 and page["next_cursor"]
     seen = [r["id"] for r in page["items"]]
@@ -165,7 +167,9 @@ async def test_batch_decisions_report_each_id(
     """POST /decisions gives every id its status or its error; one failure undoes nothing."""
     a = await create(agent, tool_call_id="a")
     b = await create(agent, tool_call_id="b")
-    await approver.post(f"{API}/requests/{b['id']}/decision", json={"type": "reject"})
+    await approver.post(
+        f"{API}/requests/{b['id']}/decision", json={"type": "reject", "reason": "no"}
+    )
     response = await approver.post(
         f"{API}/decisions", json={"ids": [a["id"], b["id"], "req_x"], "type": "approve"}
     )

@@ -177,6 +177,10 @@ async def stop_and_resume(
             await asyncio.sleep(0.5)  # every stream and poll is open and waiting
             if tmux is not None:
                 await asyncio.to_thread(tmux.wait_for, "2 pending", 30)
+            # watch has reached the server (a server unreachable on its first try fails it at
+            # once): a slow start on a busy machine must not meet the signal first
+            assert watch.stdout is not None
+            first_line = await asyncio.wait_for(asyncio.to_thread(watch.stdout.readline), 30)
             assert not (ws_reader.done() or sse_reader.done() or long_poll.done())
 
             elapsed = await terminate(server)
@@ -211,10 +215,11 @@ async def stop_and_resume(
             if tmux is not None:  # the inbox reconnected and applied the decision
                 await asyncio.to_thread(tmux.wait_for, "1 pending", 30)
             await asyncio.sleep(2)
-            assert watch.poll() is None, "signoff watch exited when the server went away"
+            assert watch.poll() is None, f"signoff watch exited: {watch.communicate()[1]}"
             watch.terminate()
             printed, _ = await asyncio.to_thread(watch.communicate, timeout=10)
-            watched = [json.loads(line) for line in printed.splitlines() if line.strip()]
+            lines = [first_line, *printed.splitlines()]
+            watched = [json.loads(line) for line in lines if line.strip()]
             assert ("decided", request_id) in {(e["type"], e["request"]["id"]) for e in watched}
             assert len({e["seq"] for e in watched}) == len(watched)  # nothing twice
             async with connect(

@@ -147,6 +147,15 @@ def test_reject_with_a_reason_from_a_modal(
     assert view["callback_id"] == "signoff_reject_reason"
     pending = httpx.get(f"{served.base}{API}/requests/{filed['id']}", headers=bearer(agent))
     assert pending.json()["status"] == "pending"  # opening the modal decides nothing
+    (field,) = [b for b in view["blocks"] if b.get("block_id") == "reason"]
+    assert field["optional"] is False  # Slack itself asks for the reason
+    blank = post_interaction(served, submit_view(ALICE, view, "  \n "))
+    assert blank.json() == {
+        "response_action": "errors",
+        "errors": {"reason": "Not decided: a reason is required to reject"},
+    }
+    still = httpx.get(f"{served.base}{API}/requests/{filed['id']}", headers=bearer(agent))
+    assert still.json()["status"] == "pending"
 
     answer = post_interaction(served, submit_view(ALICE, view, "not on a Friday"))
     assert answer.status_code == 200, answer.text

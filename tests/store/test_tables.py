@@ -85,11 +85,21 @@ def test_a_page_query_numbers_its_parameters_in_order() -> None:
         tables.numbered,
     )
     assert page.sql == (
-        "SELECT created_us, id, data FROM requests WHERE status = $1 AND requested_by = $2 "
-        "AND (created_us, id) < ($3, $4) ORDER BY created_us DESC, id DESC LIMIT $5"
+        "SELECT r.created_us, r.id, r.data FROM requests r WHERE r.status = $1 "
+        "AND r.requested_by = $2 AND (r.created_us, r.id) < ($3, $4) "
+        "ORDER BY r.created_us DESC, r.id DESC LIMIT $5"
     )
     assert page.params == ["pending", "agent", 42, "r1", 11]
     assert page.limit == 10
+    searched = tables.request_page_sql(
+        RequestQuery(status="ended", text="Rm 5%", cursor=cursor), tables.numbered
+    )
+    assert searched.sql == (
+        "SELECT r.created_us, r.id, r.data FROM requests r WHERE r.status <> 'pending' "
+        "AND strpos(r.search, $1) > 0 AND strpos(r.search, $2) > 0 "
+        "AND (r.created_us, r.id) < ($3, $4) ORDER BY r.created_us DESC, r.id DESC LIMIT $5"
+    )
+    assert searched.params == ["rm", "5%", 42, "r1", 51]
 
 
 def test_duplicates_are_looked_for_by_call_then_by_key_among_the_requesters_own() -> None:

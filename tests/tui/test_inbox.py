@@ -20,12 +20,13 @@ from signoff.backends import LocalBackend
 from signoff.bus.local import LocalBus
 from signoff.cli.inbox import register
 from signoff.client import AsyncClient
-from signoff.domain.decisions import Decision
+from signoff.domain.decisions import QUICK_REASONS, REASON_REQUIRED, Decision
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.server.app import create_app
 from signoff.service import Service, read_text_file
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import ADMIN, AGENT, APPROVER
+from signoff.tui.editing import ConfirmEditScreen
 from signoff.tui.inbox import (
     AnswerScreen,
     ChooseScreen,
@@ -167,10 +168,9 @@ async def test_a_approves_and_the_request_leaves(agent: LocalBackend, person: Lo
     app = InboxApp(person)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("a")
-        await said(pilot, app, f"{request.id}: approved")
+        await said(pilot, app, "Approved shell ls")  # the notice names the call, not its id
         assert (await status(person, request)).status == "approved"
         assert app.visible_ids == []
-        assert "approved" in app.status_message
 
 
 async def test_r_rejects_with_the_reason_typed(agent: LocalBackend, person: LocalBackend) -> None:
@@ -181,12 +181,36 @@ async def test_r_rejects_with_the_reason_typed(agent: LocalBackend, person: Loca
         await pilot.press("r")
         assert isinstance(app.screen, ReasonScreen)
         await pilot.press(*"too risky", "enter")
-        await said(pilot, app, f"{request.id}: rejected")
+        await said(pilot, app, "Rejected shell rm -rf /")
         stored = await status(person, request)
         assert stored.status == "rejected"
         assert stored.decision is not None
         assert stored.decision.decision.model_dump()["reason"] == "too risky"
         assert not isinstance(app.screen, ReasonScreen)
+
+
+async def test_a_reject_needs_a_reason_and_a_quick_pick_fills_it(
+    agent: LocalBackend, person: LocalBackend
+) -> None:
+    """Enter with a blank reason says a reason is required and decides nothing; a quick
+    pick's number fills in its reason, which can be edited before Enter rejects with it."""
+    request = await call(agent, command="rm -rf build")
+    app = InboxApp(person)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("r", "enter", *"   ", "enter")
+        assert isinstance(app.screen, ReasonScreen)
+        error = str(app.screen.query_one("#dialog-error", Static).content)
+        assert error == REASON_REQUIRED
+        assert (await status(person, request)).status == "pending"
+        await pilot.press("ctrl+u", "2", "enter")
+        field = app.screen.query_one("#reason", Input)
+        assert isinstance(app.screen, ReasonScreen) and field.value == QUICK_REASONS[1]
+        assert not str(app.screen.query_one("#dialog-error", Static).content)
+        await pilot.press(*": use --dry-run", "enter")
+        await said(pilot, app, "Rejected ")
+        stored = (await status(person, request)).decision
+        assert stored is not None
+        assert stored.decision.model_dump()["reason"] == f"{QUICK_REASONS[1]}: use --dry-run"
 
 
 async def test_escape_cancels_a_reject(agent: LocalBackend, person: LocalBackend) -> None:
@@ -203,11 +227,12 @@ async def test_escape_cancels_a_reject(agent: LocalBackend, person: LocalBackend
 async def test_e_edits_args_refuses_non_objects_then_approves_the_edit(
     agent: LocalBackend, person: LocalBackend
 ) -> None:
-    """e opens the args as JSON; invalid JSON and non-objects are refused; Ctrl+S approves."""
+    """e then Ctrl+R opens the args as JSON; invalid JSON and non-objects are refused; Ctrl+S
+    shows the edit to confirm, Enter approves it."""
     request = await call(agent, command="rm -rf /")
     app = InboxApp(person)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("e")
+        await pilot.press("e", "ctrl+r")
         assert isinstance(app.screen, EditArgsScreen)
         editor = app.screen.query_one(TextArea)
         assert '"command": "rm -rf /"' in editor.text
@@ -221,8 +246,9 @@ async def test_e_edits_args_refuses_non_objects_then_approves_the_edit(
         assert "not valid JSON" in str(app.screen.query_one("#dialog-error", Static).content)
         editor.load_text('{"command": "ls"}')
         await pilot.press("ctrl+s")
-        assert not isinstance(app.screen, EditArgsScreen)
-        await said(pilot, app, f"{request.id}: approved")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmEditScreen), "the edit's review")
+        await pilot.press("enter")
+        await said(pilot, app, "Approved ")
         stored = await status(person, request)
         assert isinstance(stored, ApprovalRequest)
         assert stored.status == "approved"
@@ -245,7 +271,7 @@ async def test_e_on_a_call_that_is_not_editable_opens_no_editor(
         await said(pilot, app, "may not be edited")
         assert (await status(person, request)).status == "pending"
         await pilot.press("a")
-        await said(pilot, app, f"{request.id}: approved")
+        await said(pilot, app, "Approved ")
 
 
 async def test_c_chooses_by_number_and_refuses_other_input(
@@ -262,7 +288,7 @@ async def test_c_chooses_by_number_and_refuses_other_input(
         app.screen.query_one(Input).value = ""
         await pilot.press("2", "enter")
         assert not isinstance(app.screen, ChooseScreen)
-        await said(pilot, app, f"{request.id}: approved")
+        await said(pilot, app, "Answered ")
         stored = await status(person, request)
         assert stored.status == "approved"
         assert stored.decision is not None
@@ -284,7 +310,7 @@ async def test_c_multi_select_takes_a_comma_list_and_free_text(
     app = InboxApp(person)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("c", *"1,3,zed", "enter")
-        await said(pilot, app, f"{request.id}: approved")
+        await said(pilot, app, "Answered ")
         stored = await status(person, request)
         assert stored.decision is not None
         assert stored.decision.decision.model_dump()["choices"] == ("a", "c", "zed")
@@ -306,7 +332,7 @@ async def test_n_answers_each_question_with_feedback(
         assert isinstance(app.screen, AnswerScreen)
         await pilot.press(*"Ada", "enter", *"because", "enter", *"thanks", "enter")
         assert not isinstance(app.screen, AnswerScreen)
-        await said(pilot, app, request.id)
+        await said(pilot, app, "Answered Name?")
         stored = await status(person, request)
         assert stored.decision is not None
         answered = stored.decision.decision.model_dump()
@@ -318,12 +344,14 @@ async def test_n_answers_each_question_with_feedback(
 async def test_keys_for_another_kind_say_why_they_do_nothing(
     agent: LocalBackend, person: LocalBackend
 ) -> None:
-    """c on an approval, e on a choice and a on a choice are refused with a message."""
+    """c and n on an approval, e and a on a choice are refused with a message in words."""
     await call(agent, command="ls")
     app = InboxApp(person)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("c")
-        assert "only choice requests" in app.status_message
+        assert "only choice requests can be chosen this way" in app.status_message
+        await pilot.press("n")  # said "answerd" before
+        assert "only questions requests can be answered this way" in app.status_message
         await submit(agent, kind="choice", prompt="?", options=["x", "y"])
         await until(pilot, lambda: len(app.visible_ids) == 2, "the choice arrives")
         await pilot.press("k")

@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.serving import Server, agent_token, free_port, start_server
-from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Agent, need_chromium, sign_in
+from tests.web.browser import (
+    SCREENSHOTS,
+    Agent,
+    launched_chromium,
+    sign_in,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Dialog, Page
@@ -22,13 +27,7 @@ XSS = "<img src=x onerror=alert(1)>"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """One Chromium for the module; each test gets its own context (cookies)."""
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    yield from launched_chromium()
 
 
 @pytest.fixture
@@ -187,6 +186,7 @@ def test_edited_args_are_validated_and_diffed_before_approval(page: Page, agent:
     waited = agent.wait_in_background(created["id"])
     selector = card(page, created["id"])
     page.click(f"{selector} [data-action=edit]")
+    page.click(f"{selector} [data-action=raw-json]")
     editor = f"{selector} [data-role=args-editor]"
     page.fill(editor, '{"command": ')
     page.click(f"{selector} [data-action=review-edit]")

@@ -91,7 +91,7 @@ def test_approve_edit_and_reject_inline(alice: Page, chat: Chat) -> None:
     page.click(f"{box(request_id)} [data-action=approve]")
     settled(page)
     page.wait_for_selector(f"{box(request_id)}{DECIDED} [data-role=decision]")
-    assert "approve by alice" in page.inner_text(f"{box(request_id)} [data-role=decision]")
+    assert "approved by alice" in page.inner_text(f"{box(request_id)} [data-role=decision]")
     assert (chat.workspace / "notes.md").read_text() == "hello\nworld\n"
     assert page.locator("[data-role=tool-result]").count() == 1
     assert "wrote" in page.inner_text("[data-role=tool-result]")
@@ -103,6 +103,7 @@ def test_approve_edit_and_reject_inline(alice: Page, chat: Chat) -> None:
     follow_up(page, "create edited.md saying proposed")
     (edit_id,) = waiting_ids(chat, "alice", task_id, 1)
     page.click(f"{box(edit_id)} [data-action=edit]")
+    page.click(f"{box(edit_id)} [data-action=raw-json]")
     editor = f"{box(edit_id)} [data-role=args-editor]"
     page.fill(editor, "{not json")
     page.click(f"{box(edit_id)} [data-action=review-edit]")
@@ -123,7 +124,7 @@ def test_approve_edit_and_reject_inline(alice: Page, chat: Chat) -> None:
     assert not (chat.workspace / "nope.md").exists()
     result = page.inner_text(f".tool:has({box(reject_id)}) [data-role=tool-result]")
     assert "not in this repo" in result
-    assert "reject by alice" in page.inner_text(f"{box(reject_id)} [data-role=decision]")
+    assert "rejected by alice" in page.inner_text(f"{box(reject_id)} [data-role=decision]")
     assert "not in this repo" in page.locator("[data-role=message-assistant]").last.inner_text()
 
 
@@ -139,7 +140,7 @@ def test_parallel_calls_and_a_choice(alice: Page, chat: Chat) -> None:
     a_id, b_id, choice_id = waiting_ids(chat, "alice", task_id, 3)
     page.wait_for_selector(f"{box(choice_id)} [data-action=choose]")
     options = page.locator(f"{box(choice_id)} button[data-action=choose]").all_inner_texts()
-    assert options == ["PostgreSQL", "SQLite", "MySQL"]
+    assert options == ["Choose PostgreSQL", "Choose SQLite", "Choose MySQL"]
 
     page.click(f"{box(b_id)} [data-action=approve]")
     page.wait_for_selector(f"{box(b_id)}{DECIDED}")

@@ -61,13 +61,15 @@ _QUESTIONS = (
 _MAX_QUOTED_LINES = 20
 """Longer tool results are cut in the summary, so a big `ls` does not flood the chat."""
 
-_HELP = """\
-I am signoff's demo model: a script, not an LLM. I understand:
-- "create notes.md saying hello" or "write hello to notes.md" (write_file)
-- "run ls -la" (shell)
-- "delete old logs" (shell)
-- "ask me which database to use" (human_intervention_request)
-- "ask me some questions" (request_human_input)
+_UNDERSTOOD = (
+    ('"create notes.md saying hello" or "write hello to notes.md"', "write_file"),
+    ('"run ls -la"', "shell"),
+    ('"delete old logs"', "shell"),
+    ('"ask me which database to use"', "human_intervention_request"),
+    ('"ask me some questions"', "request_human_input"),
+)
+"""What the help offers, each with the tool it needs: only those the agent has are offered."""
+_HELP_END = """\
 Join requests with "and" to get several tool calls at once.
 For free conversation, choose a real model, such as openai:gpt-5."""
 
@@ -237,9 +239,17 @@ def _missing_line(step: _Step) -> str:
 
 
 def _help(tools: dict[str, ToolDefinition]) -> str:
-    """What the demo understands, and which tools this agent offers."""
+    """What the demo understands with this agent's tools (nothing it has no tool for), and
+    which tools the agent offers."""
+    lines = [f"- {phrase} ({tool})" for phrase, tool in _UNDERSTOOD if tool in tools]
+    intro = "I am signoff's demo model: a script, not an LLM."
+    if lines:
+        intro += " With this agent's tools I understand:"
+    else:
+        needed = ", ".join(dict.fromkeys(tool for _, tool in _UNDERSTOOD))
+        intro += f" This agent has none of the tools I call ({needed})."
     offered = ", ".join(sorted(tools)) or "none"
-    return f"{_HELP}\nThis agent's tools: {offered}."
+    return "\n".join([intro, *lines, _HELP_END, f"This agent's tools: {offered}."])
 
 
 # --- prompts into steps ----------------------------------------------------------------------

@@ -16,6 +16,7 @@ from signoff.cli import (
     policy,
     requests,
     serve,
+    version,
     webhooks,
     worker,
 )
@@ -30,6 +31,7 @@ app = typer.Typer(
     add_completion=False,
 )
 
+version.register(app)
 serve.register(app)
 requests.register(app)
 admin.register(app)

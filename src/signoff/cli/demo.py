@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,13 +21,14 @@ from urllib.parse import quote
 import typer
 
 from signoff.cli.context import console, fail, open_service, run
+from signoff.cli.demo_terminal import DemoWorkspace, print_outcomes, sigterm_as_interrupt
 from signoff.cli.serve import ADMIN_NAME, check_port_free, ensure_admin_token, preview_root_for
 from signoff.domain.principals import Principal
 from signoff.hosting import HostedAgents
 from signoff.service import Service
 from signoff.terminal.safe_text import visible
 
-__all__ = ["CHAT_AGENT_NAME", "CHAT_PROMPT", "DEMO_PROMPTS", "register"]
+__all__ = ["CHAT_AGENT_NAME", "CHAT_PROMPT", "DEMO_POLICY_SOURCE", "DEMO_PROMPTS", "register"]
 
 CHAT_AGENT_NAME = "demo"
 """The name the demo chat agent is hosted under (as ``signoff serve --agent demo=...``)."""
@@ -44,6 +44,8 @@ DEMO_PROMPTS = (
 """What the demo agent is asked, each as its own run."""
 
 DEMO_POLICY = '[tools]\nneed_approval = ["write_file", "edit_file", "shell"]\n'
+DEMO_POLICY_SOURCE = "signoff demo's built-in policy (in its code, not a tools.toml)"
+"""Where a request's policy note says its rule comes from, in words a newcomer reads."""
 _AGENT = Principal(name="demo-agent", role="agent")
 
 
@@ -100,7 +102,10 @@ def demo(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     workspace: Annotated[
         Path | None,
-        typer.Option(help="Where the demo's files and database live (default: a new temp dir)."),
+        typer.Option(
+            help="Where the demo's files and database live, kept when it stops (default: a "
+            "new temporary directory, removed when it stops)."
+        ),
     ] = None,
 ) -> None:
     """Run the server with a scripted demo agent filing requests, and a worker for them."""
@@ -119,15 +124,14 @@ def demo(
     except ImportError:
         fail("the demo needs its extras: pip install 'signoff[server,pydantic-ai]'")
     check_port_free(host, port)
-    root = (workspace or Path(tempfile.mkdtemp(prefix="signoff-demo-"))).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    space = DemoWorkspace(workspace)
+    root = space.path
     _seed(root)
-    os.chdir(root)  # the tools resolve relative paths here
     db = f"sqlite:///{root / 'demo.db'}"
     base = f"http://{host}:{port}"
 
     async def go() -> None:
-        policy = Policy.from_toml(DEMO_POLICY)
+        policy = Policy.from_toml(DEMO_POLICY, source=DEMO_POLICY_SOURCE)
         # the hosted chat gates calls by the service's policy: the same as the queue's
         async with open_service(db, follow=True, policy=policy) as service:
             token = await ensure_admin_token(service)
@@ -193,19 +197,29 @@ def demo(
                 await asyncio.sleep(0.5)
                 await asyncio.gather(*(ask(n, p) for n, p in enumerate(DEMO_PROMPTS, 1)))
 
+            def say(line: str) -> None:
+                console.print(line, markup=False, soft_wrap=True, highlight=False)
+
+            person = LocalBackend(service, await _admin(service))  # sees every agent's
             async with Executor(backend, registry, poll=1.0):  # runs approved calls
                 runs = asyncio.create_task(agent_runs())
+                outcomes = asyncio.create_task(print_outcomes(person, say))
                 try:
                     await server.serve()
                 finally:
-                    runs.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await runs
+                    for task in (runs, outcomes):
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
 
     try:
-        run(go)
+        with sigterm_as_interrupt():
+            run(go)
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+    finally:
+        if space.close():
+            console.print(f"removed the demo's workspace {root}", markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
 from signoff.backends import Backend, LocalBackend
+from signoff.cli import links
 from signoff.cli.backend import ServerOption, TokenOption
 from signoff.cli.context import DbOption, err_console, fail, local_principal, open_service, run
 from signoff.domain.policies import Policy, PolicyFile
@@ -188,6 +188,7 @@ def mcp_proxy(
         str | None,
         typer.Option(
             "--public-url",
+            envvar="SIGNOFF_PUBLIC_URL",
             help="The web inbox's address as the person's browser reaches it, for the links "
             "sent to MCP clients (default: --server's URL; on --db, no links without it).",
             show_default=False,
@@ -243,7 +244,7 @@ def mcp_proxy(
         fail("--approver-token goes with --form-elicitation: whom the client's form decides as")
     if form_elicitation and server is not None and not approver_token:
         fail("--form-elicitation with --server needs --approver-token: whom the form decides as")
-    page_base = _page_base(public_url, server)
+    page_base = links.page_base(public_url, server)
     params = StdioServerParameters(
         command=command[0], args=command[1:], env=dict(os.environ), cwd=os.getcwd()
     )
@@ -276,25 +277,6 @@ def mcp_proxy(
                     await supervisor
 
     run(go)
-
-
-def _page_base(public_url: str | None, server: str | None) -> str | None:
-    """Where the person's browser reaches the web inbox: --public-url, else --server."""
-    if public_url is None:
-        return server.rstrip("/") if server else None
-    parts = urlsplit(public_url.strip())
-    if (
-        parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or parts.username is not None
-        or parts.query
-        or parts.fragment
-    ):
-        fail(
-            f"--public-url {public_url!r} is not an http(s) address without credentials, "
-            "query or fragment, e.g. https://signoff.example.com"
-        )
-    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
 
 def mcp_server(

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, assert_never
 
+from signoff.domain.decisions import REASON_REQUIRED
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision
 from signoff.terminal.safe_text import visible
@@ -45,6 +46,15 @@ def _again(interactive: bool, say: Callable[[str], None], problem: str) -> None:
     say(problem)
 
 
+def _reason(ask: Asker, interactive: bool, say: Callable[[str], None], prompt: str) -> str:
+    """A rejection's reason, asked until it is not blank: a person says why (the one rule)."""
+    while True:
+        reason = ask(prompt).strip()
+        if reason:
+            return reason
+        _again(interactive, say, REASON_REQUIRED)
+
+
 def _choice(
     request: ChoiceRequest, ask: Asker, interactive: bool, say: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -57,7 +67,7 @@ def _choice(
     while True:
         line = ask(f"Choose ({how}, or 'r' to reject): ").strip()
         if line.lower() == "r":
-            return {"type": "reject", "reason": ask("Reason: ").strip()}
+            return {"type": "reject", "reason": _reason(ask, interactive, say, "Reason: ")}
         picks = [p.strip() for p in line.split(",")] if request.multi_select else [line]
         chosen: list[str] = []
         problem = None
@@ -85,7 +95,8 @@ def _approval(
         if line in ("y", "yes"):
             return {"type": "approve"}
         if line in ("n", "no"):
-            return {"type": "reject", "reason": ask("Reason (told to the agent): ").strip()}
+            reason = _reason(ask, interactive, say, "Reason (told to the agent): ")
+            return {"type": "reject", "reason": reason}
         _again(interactive, say, f"answer y or n, not {line!r}")
 
 

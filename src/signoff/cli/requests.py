@@ -16,7 +16,9 @@ from signoff.cli.context import (
     parse_json_object,
     run,
 )
+from signoff.cli.links import page_base
 from signoff.cli.prompting import ask_decision, terminal_asker
+from signoff.cli.waiting import OUTCOME_CODES, Waiting, wait_for_decision
 from signoff.domain.decisions import Scope
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter, RequestKind, Status
@@ -30,22 +32,9 @@ from signoff.terminal.render import (
     requests_table,
 )
 from signoff.terminal.safe_text import visible_json
+from signoff.terminal.tsv import requests_tsv
 
 __all__ = ["register"]
-
-EXIT_REJECTED = 1
-EXIT_EXPIRED = 2
-
-_OUTCOME_CODES: dict[str, int] = {
-    "approved": 0,
-    "executing": 0,
-    "completed": 0,
-    "failed": 0,
-    "rejected": EXIT_REJECTED,
-    "canceled": EXIT_REJECTED,
-    "expired": EXIT_EXPIRED,
-    "pending": EXIT_EXPIRED,
-}
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
@@ -60,7 +49,11 @@ def pending(
     limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many.")] = 50,
     as_json: JsonFlag = False,
 ) -> None:
-    """List requests awaiting a decision, newest first."""
+    """List requests awaiting a decision, newest first.
+
+    On a terminal, a table (long args shortened); piped or redirected, tab-separated lines
+    with every value whole, after a header line; --json for JSON.
+    """
 
     async def go() -> None:
         async with open_backend(db, server, token, principal=local_principal()) as backend:
@@ -69,6 +62,8 @@ def pending(
         if as_json:
             dumped = [RequestAdapter.dump_python(r, mode="json") for r in page.items]
             console.print(json_text(dumped), soft_wrap=True)
+        elif not console.is_terminal:
+            typer.echo(requests_tsv(page.items), nl=False)
         elif not page.items:
             console.print(f"no {status} requests")
         else:
@@ -259,8 +254,29 @@ def submit(
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the decision.")] = False,
     timeout: Annotated[
-        float, typer.Option(min=0, help="With --wait: give up after this many seconds.")
+        float,
+        typer.Option(
+            min=0, help="With --wait: give up after this many seconds (and cancel the request)."
+        ),
     ] = 300.0,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="With --wait: leave the request pending when the wait times out or is "
+            "interrupted, instead of canceling it.",
+        ),
+    ] = False,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            envvar="SIGNOFF_PUBLIC_URL",
+            help="With --wait: the web inbox's address as your browser reaches it, for the "
+            "request's link (default: --server's URL).",
+            show_default=False,
+        ),
+    ] = None,
     expires_in: Annotated[
         float | None, typer.Option(min=1, help="Expire (and reject) after this many seconds.")
     ] = None,
@@ -277,10 +293,13 @@ def submit(
 ) -> None:
     """Ask for approval of a tool call and print the decision as JSON.
 
-    With --wait the exit code tells a shell hook what to do: 0 approved, 1 rejected,
-    2 expired or timed out.
+    With --wait it says at once on stderr which request waits and its link, shows a
+    spinner while waiting (on a terminal), and cancels the request when the wait times out
+    or Ctrl+C ends it (--keep leaves it pending). The exit code tells a shell hook what to
+    do: 0 approved, 1 rejected or canceled, 2 expired or timed out, 130 interrupted.
     """
     tool_args = parse_json_object(args)
+    waiting = Waiting(timeout=timeout, keep=keep, page_base=page_base(public_url, server))
     schema = parse_json_object(args_schema, "--args-schema") if args_schema is not None else None
 
     async def go() -> int:
@@ -297,10 +316,11 @@ def submit(
             if schema is not None:
                 body["args_schema"] = schema
             request = (await backend.submit(body)).request
+            code = OUTCOME_CODES[request.status] if wait else 0
             if wait and request.status == "pending":
-                request = await backend.wait(request.id, timeout)
+                request, code = await wait_for_decision(backend, request, waiting)
         console.print(decision_json(request), markup=False, soft_wrap=True)
-        return _OUTCOME_CODES[request.status] if wait else 0
+        return code
 
     run(go)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 from pathlib import Path
@@ -11,13 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from signoff.__version__ import __version__
 from signoff.anchoring import log_anchors
 from signoff.cli.context import DbOption, console, err_console, fail, open_service, run
 from signoff.cli.loading import load_object
+from signoff.cli.settings import listen_settings
 from signoff.config import ENV_SECRET, ServerSecret, default_db_url, exposed_files, server_secret
 from signoff.errors import InvalidRequest
 from signoff.notify.email import ENV_SMTP_PASSWORD, EmailSender, SmtpSettings
 from signoff.preview_root import PreviewRoot
+from signoff.server.logs import FORMATS, LEVELS, configure_logging, log_start
 from signoff.service import Service
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "check_port_free",
     "ensure_admin_token",
-    "log_notifications",
+    "logs",
     "preview_root_for",
     "register",
 ]
@@ -163,21 +165,35 @@ def _smtp(
     )
 
 
-def log_notifications() -> None:
-    """Each notification send and failure is a line on stderr (the ``signoff.notify``
-    logger, at INFO), whatever else logs: a route that cannot send is never silent."""
-    notify_log = logging.getLogger("signoff.notify")
-    if not notify_log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        notify_log.addHandler(handler)
-        notify_log.setLevel(logging.INFO)
-        notify_log.propagate = False
+def logs(level: str, fmt: str, metrics_token: str | None) -> None:
+    """Check the logging and metrics options, then send log lines to stderr; one
+    ``error:`` line when one is wrong."""
+    if level.lower() not in LEVELS:
+        fail(f"--log-level is one of {', '.join(LEVELS)}, not {level!r}")
+    if fmt.lower() not in FORMATS:
+        fail(f"--log-format is one of {', '.join(FORMATS)}, not {fmt!r}")
+    if metrics_token is not None and len(metrics_token.strip()) < 16:
+        fail("--metrics-token must be at least 16 characters")
+    configure_logging(level.lower(), "json" if fmt.lower() == "json" else "console")
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8000,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="Interface to listen on (default 127.0.0.1, or $SIGNOFF_HOST).",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Port to listen on (default 8000, or $SIGNOFF_PORT).",
+            show_default=False,
+        ),
+    ] = None,
     db: DbOption = None,
     header_timeout: Annotated[
         float,
@@ -342,7 +358,8 @@ def serve(
         typer.Option(
             "--public-url",
             help="Where people's browsers reach this server (e.g. https://signoff.example.com "
-            "behind a proxy): emailed links and messages point there. Default http://HOST:PORT.",
+            "behind a proxy): every link it hands out (messages, emails, webhooks, task views) "
+            "points there. Default $SIGNOFF_PUBLIC_URL, else http://HOST:PORT.",
             show_default=False,
         ),
     ] = None,
@@ -352,6 +369,40 @@ def serve(
             "--slack-api-url",
             help="Slack's Web API base URL (default https://slack.com/api/; tests point it "
             "at a stand-in).",
+            show_default=False,
+        ),
+    ] = None,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            "--log-level",
+            envvar="SIGNOFF_LOG_LEVEL",
+            help="debug, info (a line per HTTP request and state change), warning, error.",
+        ),
+    ] = "info",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            envvar="SIGNOFF_LOG_FORMAT",
+            help="console (readable lines) or json (one object a line, for a log collector).",
+        ),
+    ] = "console",
+    log_args: Annotated[
+        bool,
+        typer.Option(
+            "--log-args",
+            help="Put tool calls' argument values in the log lines (off: their names only; "
+            "values may hold secrets).",
+        ),
+    ] = False,
+    metrics_token: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-token",
+            envvar="SIGNOFF_METRICS_TOKEN",
+            help="A token (16+ characters) that may read GET /metrics, besides admin tokens, "
+            "for a Prometheus scraper. Prefer the environment variable.",
             show_default=False,
         ),
     ] = None,
@@ -365,20 +416,18 @@ def serve(
         from signoff.server.sockets import guarded_protocol
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
+    listen = listen_settings(host, port, public_url)
+    logs(log_level, log_format, metrics_token)  # first: a wrong option changes nothing
     agents = _agents(agent or [])
     root = preview_root_for(preview_root, db or default_db_url()) if preview_root else None
     db_url = db or default_db_url()
     # before the store opens: files it creates are private, existing ones keep their modes
     warn_exposed_files(db_url)
     secret = load_secret(db_url)
-    check_port_free(host, port)
-    log_notifications()
-    url_host = f"[{host}]" if ":" in host else host
-    base = f"http://{url_host}:{port}"
+    check_port_free(listen.host, listen.port)
+    base = listen.address
     smtp = _smtp(smtp_host, smtp_port, smtp_tls, smtp_user, smtp_from)
-    if public_url is not None and not public_url.startswith(("https://", "http://")):
-        fail(f"--public-url must be an http(s) URL, not {public_url!r}")
-    page_base = (public_url or base).rstrip("/")
+    page_base = listen.page_base
     slack = _slack(slack_bot_token, slack_signing_secret, slack_api_url, page_base)
 
     async def go() -> None:
@@ -402,6 +451,8 @@ def serve(
                 trust_forwarded_proto=trust_forwarded_proto,
                 slack=slack,
                 senders=[email] if email is not None else [],
+                log_args=log_args,
+                metrics_token=metrics_token,
             )
             http = guarded_protocol(header_timeout=header_timeout, max_connections=max_connections)
             drain = min(1.0, shutdown_timeout / 4)  # streams close themselves within it
@@ -409,9 +460,12 @@ def serve(
             # each socket costs more CPU than it saves bytes
             config = uvicorn.Config(
                 app,
-                host=host,
-                port=port,
-                log_level="warning",
+                host=listen.host,
+                port=listen.port,
+                log_level="debug" if log_level.lower() == "debug" else "warning",
+                # our formatter on uvicorn's lines (logs.configure_logging), ours for access
+                log_config=None,
+                access_log=False,
                 ws_per_message_deflate=False,
                 http=http,
                 # after streams close themselves, what is left of the budget for requests
@@ -428,27 +482,28 @@ def serve(
                     "open the inbox (the link asks once to confirm, then signs you in):",
                     markup=False,
                 )
-                console.print(f"    {base}/login?token={token}", markup=False, soft_wrap=True)
+                console.print(f"    {page_base}/login?token={token}", markup=False, soft_wrap=True)
                 console.print(
-                    f'API: curl -H "Authorization: Bearer {token}" {base}/api/v1/requests',
+                    f'API: curl -H "Authorization: Bearer {token}" {page_base}/api/v1/requests',
                     markup=False,
                     soft_wrap=True,
                 )
             else:
                 db_flag = f" --db {db}" if db else ""
                 console.print(
-                    f"inbox: {base}/ (sign in with an approver or admin token; the admin "
+                    f"inbox: {page_base}/ (sign in with an approver or admin token; the admin "
                     "token was printed on first start)",
                     markup=False,
                     soft_wrap=True,
                 )
                 console.print(
                     f"a new sign-in token: signoff token create NAME --role approver{db_flag}, "
-                    f"then open {base}/login?token=TOKEN",
+                    f"then open {page_base}/login?token=TOKEN",
                     markup=False,
                     soft_wrap=True,
                 )
             console.print("Ctrl+C stops.")
+            log_start(base, db_url, __version__)
             anchoring = (
                 asyncio.create_task(log_anchors(service, anchor_every))
                 if anchor_every is not None

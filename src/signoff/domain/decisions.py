@@ -8,9 +8,12 @@ from typing import Annotated, Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
 
 from signoff.domain.text import refuse_unstorable
+from signoff.errors import InvalidDecision
 
 __all__ = [
     "PERSON_CHANNELS",
+    "QUICK_REASONS",
+    "REASON_REQUIRED",
     "Answer",
     "Approve",
     "Channel",
@@ -23,6 +26,7 @@ __all__ = [
     "Reject",
     "Respond",
     "Scope",
+    "require_reason",
 ]
 
 DecisionType: TypeAlias = Literal["approve", "reject", "respond", "choose", "answer"]
@@ -74,6 +78,29 @@ class Reject(_Model):
     type: Literal["reject"] = "reject"
     reason: str = Field(default="", max_length=_TEXT)
     """Why, told to the agent."""
+
+
+REASON_REQUIRED = "a reason is required to reject"
+"""What a person is told who rejects without saying why."""
+
+QUICK_REASONS: tuple[str, ...] = (
+    "Not safe to run",
+    "Wrong arguments",
+    "Not needed",
+    "Ask me first",
+)
+"""Common reasons offered as one-click picks (the web's static/reasons.js lists the same)."""
+
+
+def require_reason(decision: Decision) -> None:
+    """Refuse a person's rejection that does not say why: the agent is told the reason.
+
+    The one rule every transport gets from the service: a rejection by a person needs a
+    reason that is not blank. Rejections made by no person (policy, expiry, a cancel)
+    are recorded without coming through here.
+    """
+    if isinstance(decision, Reject) and not decision.reason.strip():
+        raise InvalidDecision(REASON_REQUIRED)
 
 
 class Respond(_Model):

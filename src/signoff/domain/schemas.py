@@ -22,17 +22,20 @@ as a misfit instead of running on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 import jsonschema
 import referencing
-from pydantic import JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 __all__ = [
     "MAX_SCHEMA_BYTES",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_STEPS",
+    "ArgsMisfit",
+    "args_misfits",
     "args_problem",
     "check_args_schema",
     "sendable_schema",
@@ -193,28 +196,92 @@ def args_problem(
     No schema means nothing to check. A schema that cannot be applied (a reference that
     does not resolve inside it, a loop) counts as a misfit: the call must not run.
     """
-    if schema is None:
+    errors, failure = _validated(schema, args, _best)
+    if failure is not None:
+        return failure
+    if not errors:
         return None
+    where = "/".join(str(p) for p in errors[0].absolute_path)
+    return f"{f'args/{where}' if where else 'args'}: {_line(errors[0].message)}"
+
+
+class ArgsMisfit(BaseModel):
+    """One way edited arguments do not fit the tool's schema, placed on the argument."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: str | None
+    """The top-level argument it is about; None when it is about the args as a whole."""
+    path: str
+    """Where, as ``args/name/0``."""
+    message: str
+    """What is wrong, one line."""
+
+
+MAX_MISFITS = 20
+"""The most misfits listed for one set of arguments."""
+
+
+def args_misfits(
+    schema: Mapping[str, JsonValue] | None, args: Mapping[str, JsonValue]
+) -> list[ArgsMisfit]:
+    """Every way ``args`` do not fit ``schema`` (up to MAX_MISFITS), most relevant first.
+
+    The same check as :func:`args_problem`, listed per argument for a form to show beside
+    each field; a schema that cannot be applied is one misfit of the whole args.
+    """
+    errors, failure = _validated(schema, args, _first_many)
+    if failure is not None:
+        return [ArgsMisfit(field=None, path="args", message=failure)]
+    return [_misfit(error) for error in errors]
+
+
+def _misfit(error: Any) -> ArgsMisfit:
+    parts = [str(p) for p in error.absolute_path]
+    if not parts and error.validator == "required" and isinstance(error.instance, dict):
+        # a missing argument belongs beside its own (empty) field
+        parts = [str(n) for n in error.validator_value if n not in error.instance][:1]
+    return ArgsMisfit(
+        field=parts[0] if parts else None,
+        path="/".join(["args", *parts]),
+        message=_line(error.message),
+    )
+
+
+def _best(errors: Iterator[Any]) -> list[Any]:
+    best = jsonschema.exceptions.best_match(errors)
+    return [] if best is None else [best]
+
+
+def _first_many(errors: Iterator[Any]) -> list[Any]:
+    return sorted(islice(errors, MAX_MISFITS), key=jsonschema.exceptions.relevance)
+
+
+def _validated(
+    schema: Mapping[str, JsonValue] | None,
+    args: Mapping[str, JsonValue],
+    collect: Callable[[Iterator[Any]], list[Any]],
+) -> tuple[list[Any], str | None]:
+    """``collect`` over the validation errors of ``args``, within the step budget; or why
+    the schema cannot be applied (one line). No schema: no errors."""
+    if schema is None:
+        return [], None
     if _regexes(dict(schema)):
-        return "the tool's schema cannot be applied: it holds regular expressions"
+        return [], "the tool's schema cannot be applied: it holds regular expressions"
     cls = _budgeted(_validator_class(schema))
     # an empty registry: a reference outside the schema fails instead of being fetched
     validator = cls(dict(schema), registry=referencing.Registry())
     try:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(dict(args)))
+        return collect(validator.iter_errors(dict(args))), None
     except RecursionError:
-        return "the tool's schema cannot be applied: it refers to itself without end"
+        return [], "the tool's schema cannot be applied: it refers to itself without end"
     except _OverBudget:
-        return (
+        return [], (
             f"the tool's schema cannot be applied: checking these arguments takes more than "
             f"{MAX_SCHEMA_STEPS} steps"
         )
     except Exception as exc:  # any failure to apply the schema fails closed
-        return f"the tool's schema cannot be applied: {_line(str(exc))}"
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path)
-    return f"{f'args/{where}' if where else 'args'}: {_line(error.message)}"
+        return [], f"the tool's schema cannot be applied: {_line(str(exc))}"
 
 
 class _OverBudget(Exception):

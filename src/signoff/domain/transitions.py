@@ -24,6 +24,7 @@ from signoff.domain.decisions import (
     DecisionRecord,
     Reject,
     Respond,
+    require_reason,
 )
 from signoff.domain.grants import Grant, args_digest, new_grant_id
 from signoff.domain.principals import DECIDER_ROLES, Principal
@@ -245,6 +246,7 @@ def apply_decision(
     """
     check_may_decide(principal)  # first: an agent learns nothing about the request's state
     _check_channel(via, client)
+    require_reason(decision)
     _require_pending(request, now)
     if decision.type not in request.allowed_decisions:
         raise InvalidDecision(

@@ -288,8 +288,8 @@ def reason_modal(request: Request, *, channel: str | None, ts: str | None) -> di
             {
                 "type": "input",
                 "block_id": REASON_BLOCK,
-                "optional": True,
-                "label": _plain("Why (the agent is told)", 48),
+                "optional": False,  # a person's rejection says why (the server checks too)
+                "label": _plain("Why (required; the agent is told)", 48),
                 "element": {
                     "type": "plain_text_input",
                     "action_id": REASON_INPUT,

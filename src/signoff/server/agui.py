@@ -365,7 +365,10 @@ def agui_router(revalidate: float = REVALIDATE) -> APIRouter:
     ) -> Response | TaskView:
         """Run an agent. ``{"prompt"}``: the task (Completed with its output, or Paused with
         what it waits on), or its run's AG-UI events with ``Accept: text/event-stream``. An
-        AG-UI ``RunAgentInput`` (``threadId``, ``runId``, ``messages``): its run's events."""
+        AG-UI ``RunAgentInput`` (``threadId``, ``runId``, ``messages``): its run's events.
+        Its ``resume`` entries decide what the run waits on; a rejection
+        (``{"approved": false}``) needs a ``reason`` that is not blank: 422 ``a reason is
+        required to reject`` otherwise, and none of the entries is recorded."""
         runner = runner_of(request)
         if name not in runner.agents:
             known = ", ".join(sorted(runner.agents)) or "none"

@@ -18,15 +18,19 @@ from signoff.notify.webhook import WebhookSender
 from signoff.preview_root import PreviewRoot
 from signoff.server.admin import admin_router
 from signoff.server.agui import agui_router
+from signoff.server.apidocs import mount_api_docs
 from signoff.server.audit import audit_router
 from signoff.server.auth import cookie_principal
 from signoff.server.deps import API
+from signoff.server.edits import edits_router
 from signoff.server.errors import install_error_handlers
 from signoff.server.events import events_router
 from signoff.server.grants import grants_router
 from signoff.server.hooks import FailClosedHooks, hooks_router
 from signoff.server.limits import BodyLimit, NoNulInUrl
+from signoff.server.metrics import metrics_router
 from signoff.server.notify import notify_router
+from signoff.server.observe import AccessLog, Observer
 from signoff.server.requests import requests_router
 from signoff.server.shutdown import Shutdown
 from signoff.server.tasks import tasks_router
@@ -57,6 +61,8 @@ def create_app(
     trust_forwarded_proto: bool = False,
     senders: Sequence[Sender] = (),
     slack: SlackInteractivity | None = None,
+    log_args: bool = False,
+    metrics_token: str | None = None,
 ) -> FastAPI:
     """The signoff ASGI app over an open ``service``.
 
@@ -76,12 +82,16 @@ def create_app(
     ``webhooks`` is on.
     With ``slack`` (needs the slack extra), Slack's interactions are taken at
     ``POST /integrations/slack/interactions``.
+    Each HTTP request and state change is a log line (argument values only with
+    ``log_args``); ``GET /metrics`` answers an admin's token or ``metrics_token``.
     """
     # requests reach this service from agents over HTTP: previews read only inside the
     # operator's preview root, or nothing at all (its in-process default reads anywhere)
     service.confine_previews(preview_root)
     # the agents run through the host an integration registers (signoff.hosting)
     runner = host_agents(service, agents) if agents else None
+    # log lines and metrics (server/observe.py): started first, stopped last
+    observer = Observer(service, log_args=log_args)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -103,6 +113,7 @@ def create_app(
             if webhooks
             else None
         )
+        await observer.start()
         if sweep:
             service.start_sweeper()
         if dispatcher is not None:
@@ -121,12 +132,16 @@ def create_app(
             if dispatcher is not None:
                 await dispatcher.stop()
             await service.stop_sweeper()
+            await observer.stop()
 
     app = FastAPI(
         title="signoff",
         summary="Human sign-off for what AI agents do.",
         version=__version__,
         lifespan=lifespan,
+        # FastAPI's pages load from a CDN our CSP blocks: ours serve a local copy
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.service = service
     install_error_handlers(app)
@@ -135,6 +150,7 @@ def create_app(
     app.state.public_url = public_url
     app.state.allow_private_webhooks = allow_private_webhooks
     app.include_router(requests_router())
+    app.include_router(edits_router())
     app.include_router(grants_router())
     app.include_router(audit_router())
     app.include_router(admin_router())
@@ -149,12 +165,17 @@ def create_app(
         """Liveness: no authentication."""
         return JSONResponse({"ok": True})
 
+    app.state.metrics = observer.metrics
+    app.state.metrics_token = metrics_token
+    app.include_router(metrics_router())
+
     app.state.cookie_principal = cookie_principal
     app.state.session_key = session_key if session_key is not None else secrets.token_bytes(32)
     app.state.secure_cookies = secure_cookies
     app.state.trust_forwarded_proto = trust_forwarded_proto
     app.include_router(web_router())
     app.mount("/static", static_files(), name="static")
+    mount_api_docs(app)
     app.include_router(hooks_router())
     if slack is not None:
         # imported only when used: it needs slack-sdk, from the slack extra
@@ -166,4 +187,5 @@ def create_app(
     app.add_middleware(NoNulInUrl)
     app.add_middleware(FailClosedHooks)  # outside every refusal: a hook's is a 200 deny
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(AccessLog, observer=observer)  # outermost: sees every answer
     return app

@@ -26,7 +26,14 @@ async def current_principal(
     request: Request,
     authorization: Annotated[str | None, Header()] = None,
 ) -> Principal:
-    """The principal behind the bearer token (or the inbox's session cookie)."""
+    """The principal behind the bearer token (or the inbox's session cookie); its name is
+    the access log's ``who`` (``request.state.who``)."""
+    principal = await _principal(request, authorization)
+    request.state.who = principal.name
+    return principal
+
+
+async def _principal(request: Request, authorization: str | None) -> Principal:
     service = service_of(request)
     if authorization:
         scheme, _, token = authorization.partition(" ")

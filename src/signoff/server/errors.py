@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from signoff.errors import (
@@ -33,6 +32,7 @@ from signoff.errors import (
     TokenNotFound,
     Unauthenticated,
 )
+from signoff.server.error_pages import framework_error
 
 __all__ = ["STATUS_OF", "error_body", "install_error_handlers", "status_of"]
 
@@ -69,7 +69,15 @@ def status_of(exc: SignoffError) -> int:
 
 def error_body(exc: SignoffError) -> bytes:
     """``{"error": kind, "detail": one line}`` as bytes, for answers sent below FastAPI."""
-    return json.dumps({"error": type(exc).__name__, "detail": exc.message}).encode()
+    return json.dumps({"error": type(exc).__name__, "detail": _one_line(exc.message)}).encode()
+
+
+def _one_line(detail: str) -> str:
+    """``detail`` with every character that is not printable (newline, CR, ESC, bidi and
+    format marks, lone surrogates) shown as its Python escape (``\\n``, ``\\x1b``,
+    ``\\u202e``): a detail names what a client sent (a key, a field), and stays one line of
+    visible text whatever that was."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in detail)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -86,7 +94,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, ServerStopping):  # a long poll cut by a shutdown: ask again soon
             headers = {"Retry-After": "1"}
         return JSONResponse(
-            {"error": type(exc).__name__, "detail": exc.message},
+            {"error": type(exc).__name__, "detail": _one_line(exc.message)},
             status_code=status_of(exc),
             headers=headers,
         )
@@ -105,11 +113,11 @@ def install_error_handlers(app: FastAPI) -> None:
         where = _location(tuple(first.get("loc", ())))
         msg = str(first.get("msg", "invalid input")).removeprefix("Value error, ")
         return JSONResponse(
-            {"error": "InvalidInput", "detail": f"{where}: {msg}" if where else msg},
+            {"error": "InvalidInput", "detail": _one_line(f"{where}: {msg}" if where else msg)},
             status_code=422,
         )
 
-    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> Response:
         # FastAPI answers a body it cannot read with a bare 400: a body that is not UTF-8,
         # or one a limit in server/limits.py stopped (that error is the cause)
         assert isinstance(exc, HTTPException)
@@ -122,15 +130,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and cause is not None:
             detail = f"the body cannot be read: {exc.detail}"
             return JSONResponse({"error": "InvalidInput", "detail": detail}, status_code=422)
-        try:
-            kind = HTTPStatus(exc.status_code).phrase.title().replace(" ", "").replace("-", "")
-        except ValueError:
-            kind = "HTTPError"
-        return JSONResponse(
-            {"error": kind, "detail": str(exc.detail)},
-            status_code=exc.status_code,
-            headers=exc.headers,
-        )
+        # an unknown path, a method the path does not take: JSON, or a page for a browser
+        return framework_error(request, exc.status_code, str(exc.detail), exc.headers)
 
     app.add_exception_handler(SignoffError, signoff_error)
     app.add_exception_handler(RequestValidationError, validation_error)

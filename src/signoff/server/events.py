@@ -137,6 +137,7 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
         service: Service = websocket.app.state.service
         try:
             caller = await _ws_principal(websocket)
+            websocket.state.who = caller.name  # the access log's who
         except SignoffError as exc:
             # accept, then close: a refused handshake reaches a browser as a bare 1006
             await websocket.accept()

@@ -13,7 +13,7 @@ from pydantic import Field, JsonValue
 
 from signoff.domain.decisions import ClientChannel, Decision, DecisionAdapter
 from signoff.domain.requests import Request as SignoffRequest
-from signoff.domain.requests import RequestKind, Status
+from signoff.domain.requests import RequestKind
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul
 from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE
@@ -23,7 +23,8 @@ from signoff.server.errors import status_of
 from signoff.server.links import links_from
 from signoff.server.shutdown import Shutdown
 from signoff.service import BatchOutcome
-from signoff.store.base import MAX_PAGE, RequestQuery
+from signoff.store.base import MAX_PAGE, RequestQuery, StatusFilter
+from signoff.store.search import MAX_FILTER, MAX_TEXT
 from signoff.wire import BatchDecided, BatchRefused, BatchResults, RequestPage
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
 
 MAX_WAIT = 300.0
 """The longest long poll ``/wait`` holds, in seconds."""
+
+_Filter = Annotated[str | None, Query(min_length=1, max_length=MAX_FILTER)]
 
 
 class BatchDecision(StrictBody):
@@ -141,15 +144,29 @@ def _reading(router: APIRouter) -> None:
     async def list_requests(
         service: ServiceDep,
         caller: Caller,
-        status: Status | None = None,
+        status: StatusFilter | None = None,
         session_id: Annotated[str | None, Query(max_length=200)] = None,
         kind: RequestKind | None = None,
+        requested_by: _Filter = None,
+        decided_by: _Filter = None,
+        tool_name: _Filter = None,
+        q: Annotated[str | None, Query(min_length=1, max_length=MAX_TEXT)] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=500)] = None,
     ) -> RequestPage:
-        """Requests newest first, a page at a time."""
+        """Requests newest first, a page at a time; the filters combine, ``q``'s words must
+        each occur (in any case) in the tool name and arguments or the prompt and questions,
+        and ``status=ended`` is every status but pending. An agent sees only its own."""
         query = RequestQuery(
-            status=status, session_id=session_id, kind=kind, limit=limit, cursor=cursor
+            status=status,
+            session_id=session_id,
+            kind=kind,
+            requested_by=requested_by,
+            decided_by=decided_by,
+            tool_name=tool_name,
+            text=q,
+            limit=limit,
+            cursor=cursor,
         )
         page = await service.list_requests(query, caller)
         return RequestPage(items=page.items, next_cursor=page.next_cursor)
@@ -195,6 +212,9 @@ def _deciding(router: APIRouter) -> None:
     ) -> SignoffRequest:
         """Decide a pending request; 403 for an agent, whatever the id.
 
+        A ``reject`` needs a ``reason`` that is not blank (it is told to the agent): 422
+        ``a reason is required to reject`` otherwise, and nothing changes.
+
         ``?via=mcp-elicitation&client=NAME`` records that the person answered in an MCP
         client's prompt (as ``signoff mcp-proxy --form-elicitation`` does).
         ``?via=mcp-url`` records that they decided on the request's page opened from the
@@ -204,7 +224,11 @@ def _deciding(router: APIRouter) -> None:
 
     @router.post("/decisions", response_model=BatchResults)
     async def decide_many(body: BatchDecision, service: ServiceDep, caller: Caller) -> BatchResults:
-        """Decide several requests; each id gets its status or its error."""
+        """Decide several requests; each id gets its status or its error.
+
+        A ``reject`` needs a ``reason`` that is not blank: without one the whole batch is
+        refused (422 ``a reason is required to reject``) and nothing changes.
+        """
         if body.type == "approve":
             decision: Decision = DecisionAdapter.validate_python({"type": "approve"})
         else:

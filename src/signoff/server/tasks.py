@@ -30,8 +30,10 @@ class ResumeBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["approve", "reject", "edit"]
+    action: Literal["approve", "reject", "edit"] | None = None
+    """What to do (or the ``?action=`` of the task's approval or rejection URL)."""
     reason: str = Field(default="", max_length=20_000)
+    """Why, with ``reject`` (required: told to the agent)."""
     args: dict[str, JsonValue] | None = None
 
     @model_validator(mode="before")
@@ -99,13 +101,17 @@ def tasks_router() -> APIRouter:
         body: ResumeBody | None = None,
         action: Literal["approve", "reject", "edit"] | None = None,
     ) -> TaskView:
-        """Approve, edit or reject a paused task's request; 403 for an agent, even its own run."""
-        if body is None:
-            if action is None:
-                raise InvalidRequest('action: give {"action": "approve"} or "reject"')
-            body = ResumeBody(action=action)
+        """Approve, edit or reject a paused task's request; 403 for an agent, even its own run.
+
+        A ``reject`` needs a ``reason`` that is not blank (``{"reason": ...}`` posted to the
+        task's ``rejection_url``): 422 ``a reason is required to reject`` otherwise.
+        """
+        body = body or ResumeBody()
+        chosen = body.action or action
+        if chosen is None:
+            raise InvalidRequest('action: give {"action": "approve"} or "reject"')
         task = await runner_of(request).resume(
-            request_id, body.action, caller, reason=body.reason, args=body.args
+            request_id, chosen, caller, reason=body.reason, args=body.args
         )
         return view_of(task, request)
 

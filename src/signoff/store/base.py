@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from signoff.domain.audit import AuditDraft, AuditEntry, LogCoverage
 from signoff.domain.events import Event, EventDraft
@@ -25,6 +25,7 @@ from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
 from signoff.errors import DuplicateRequest, InvalidRequest, VersionConflict
+from signoff.store import search
 
 __all__ = [
     "MAX_PAGE",
@@ -32,6 +33,7 @@ __all__ = [
     "DuplicateRequest",
     "Page",
     "RequestQuery",
+    "StatusFilter",
     "Store",
     "VersionConflict",
     "Write",
@@ -94,17 +96,40 @@ class Committed:
     audit: tuple[AuditEntry, ...] = ()
 
 
+StatusFilter: TypeAlias = Status | Literal["ended"]
+"""A status to list, or ``ended``: any status but pending."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RequestQuery:
-    """A filter and a page position for listing requests, newest first."""
+    """A filter and a page position for listing requests, newest first.
 
-    status: Status | None = None
+    The filters combine (all must hold). A value no store could compare (empty, too long,
+    holding NUL) is InvalidRequest when the query is made.
+    """
+
+    status: StatusFilter | None = None
     session_id: str | None = None
     kind: RequestKind | None = None
     requested_by: str | None = None
+    """The agent that asked."""
+    decided_by: str | None = None
+    """Who made the decision that ended the pending state (a person, or ``policy``,
+    ``expiry``; a grant's decisions name the person who made the grant)."""
+    tool_name: str | None = None
+    """The tool an approval request calls (exactly)."""
+    text: str | None = None
+    """Words that must each occur in the request's text (see :mod:`signoff.store.search`)."""
     limit: int = 50
     cursor: str | None = None
     """Opaque position from a previous page's ``next_cursor``."""
+
+    def __post_init__(self) -> None:
+        search.check_filter(self.requested_by, "requested_by")
+        search.check_filter(self.decided_by, "decided_by")
+        search.check_filter(self.tool_name, "tool_name")
+        if self.text is not None:
+            search.words(self.text)
 
 
 @dataclass(frozen=True)

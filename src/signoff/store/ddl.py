@@ -15,6 +15,8 @@ __all__ = [
     "CALL_PER_REQUESTER",
     "EVENTS",
     "GRANTS_TOKENS_AUDIT",
+    "HISTORY_COLUMNS",
+    "HISTORY_INDEXES",
     "NOTIFY",
     "REQUESTS",
     "SESSIONS",
@@ -166,6 +168,22 @@ CREATE INDEX nonces_until ON nonces (until_us);
 """
 """Notification routes, the notices sent on them, people's Slack and email links, and the
 keys used once (replayed Slack payloads, single-use email links)."""
+
+# History's filters and search. Each filter has an index in the page's order, so a page
+# reads about as many rows as it shows, however many requests there are. The search text is
+# lower-cased; each store indexes it its own way (SQLite FTS5, PostgreSQL pg_trgm).
+HISTORY_COLUMNS = """
+ALTER TABLE requests ADD COLUMN decided_by TEXT;
+ALTER TABLE requests ADD COLUMN search TEXT;
+"""
+"""Who decided each request, and the text a search looks in (filled by each dialect)."""
+
+HISTORY_INDEXES = """
+CREATE INDEX requests_decider ON requests (decided_by, created_us DESC, id DESC);
+CREATE INDEX requests_tool ON requests (tool_name, created_us DESC, id DESC);
+CREATE INDEX requests_ended ON requests (created_us DESC, id DESC) WHERE status <> 'pending';
+"""
+"""The filters' indexes: by person, by tool, and every request that is no longer pending."""
 
 
 def for_dialect(*fragments: str, key: str, big: str) -> str:

@@ -20,6 +20,7 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
+from signoff.store import search
 from signoff.store.base import (
     MAX_PAGE,
     Committed,
@@ -39,6 +40,28 @@ __all__ = ["MemoryStore"]
 
 def _sort_key(request: Request) -> tuple[int, str]:
     return to_micros(request.created_at), request.id
+
+
+def _decider(r: Request) -> str | None:
+    return r.decision.decided_by if r.decision else None
+
+
+def _listed(r: Request, query: RequestQuery) -> bool:
+    """Whether ``r`` passes the query's exact filters (not its text or cursor)."""
+    status_ok = (
+        query.status is None
+        or r.status == query.status
+        or (query.status == search.ENDED and r.status != "pending")
+    )
+    tool = r.tool_name if isinstance(r, ApprovalRequest) else None
+    return (
+        status_ok
+        and (query.session_id is None or r.session_id == query.session_id)
+        and (query.kind is None or r.kind == query.kind)
+        and (query.requested_by is None or r.requested_by == query.requested_by)
+        and (query.decided_by is None or _decider(r) == query.decided_by)
+        and (query.tool_name is None or tool == query.tool_name)
+    )
 
 
 class MemoryStore:
@@ -197,14 +220,13 @@ class MemoryStore:
         """Filter, sort newest first, cut after the cursor."""
         limit = max(1, min(query.limit, MAX_PAGE))
         after = decode_cursor(query.cursor) if query.cursor else None
+        wanted = search.words(query.text) if query.text is not None else None
         rows = sorted(
             (
                 r
                 for r in self._requests.values()
-                if (query.status is None or r.status == query.status)
-                and (query.session_id is None or r.session_id == query.session_id)
-                and (query.kind is None or r.kind == query.kind)
-                and (query.requested_by is None or r.requested_by == query.requested_by)
+                if _listed(r, query)
+                and (wanted is None or search.matches(r, wanted))
                 and (after is None or _sort_key(r) < after)
             ),
             key=_sort_key,

@@ -64,7 +64,48 @@ _INITIAL = ddl.for_dialect(
 _SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
 _NOTIFY = ddl.for_dialect(ddl.NOTIFY, key=_KEY, big=_BIG)
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER, _NOTIFY)
+# The search text of the requests stored before, as signoff.store.search.search_text
+# makes it (a NUL, which PostgreSQL's text cannot hold, read as a space), and a pg_trgm
+# GIN index over it that serves LIKE '%word%'. pg_trgm is a trusted extension
+# (PostgreSQL 13+): a database owner may create it; where it cannot be created, searches
+# still work, reading rows in the page's order instead of using the index.
+_SEARCH = """
+UPDATE requests r SET
+    decided_by = s.j -> 'decision' ->> 'decided_by',
+    search = lower(CASE r.kind
+        WHEN 'approval' THEN r.tool_name || coalesce((
+            SELECT string_agg(' ' || a.key || ' ' || coalesce(a.value, 'null'), '')
+            FROM json_each_text(s.j -> 'tool_args') a), '')
+        WHEN 'choice' THEN (s.j ->> 'prompt') || coalesce((
+            SELECT string_agg(' ' || o, '')
+            FROM json_array_elements_text(s.j -> 'options') o), '')
+        ELSE coalesce(s.j ->> 'prompt', '') || coalesce((
+            SELECT string_agg(' ' || (q ->> 'text'), '')
+            FROM json_array_elements(s.j -> 'questions') q), '')
+    END)
+FROM (SELECT id, replace(data, '\\u0000', '\\u0020')::json AS j FROM requests) s
+WHERE s.id = r.id;
+DO $$
+DECLARE
+    home TEXT;
+BEGIN
+    BEGIN
+        CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE NOTICE 'pg_trgm is not available: searches read rows unindexed';
+    END;
+    SELECT n.nspname INTO home FROM pg_extension e
+        JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm';
+    IF home IS NOT NULL THEN
+        EXECUTE format(
+            'CREATE INDEX requests_search ON requests USING gin (search %I.gin_trgm_ops)', home
+        );
+    END IF;
+END $$;
+"""
+_HISTORY = "".join((ddl.HISTORY_COLUMNS, _SEARCH, ddl.HISTORY_INDEXES))
+
+MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER, _NOTIFY, _HISTORY)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

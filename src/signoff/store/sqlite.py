@@ -359,7 +359,7 @@ class SQLiteStore:
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests newest first, by keyset on (created_us, id)."""
-        page = tables.request_page_sql(query, tables.qmarks)
+        page = tables.request_page_sql(query, tables.qmarks, fts=True)
 
         def q(conn: sqlite3.Connection) -> Page:
             rows = conn.execute(page.sql, page.params).fetchall()
@@ -659,10 +659,19 @@ def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.Req
     )
     if existing is not None:
         raise DuplicateRequest(existing[0])
+    row = json.row(request)
     try:
-        conn.execute(_INSERT_REQUEST, json.row(request))
+        conn.execute(_INSERT_REQUEST, row)
     except sqlite3.IntegrityError:
         raise DuplicateRequest(request.id) from None
+    _index_text(conn, request.id, row[tables.REQUESTS.columns.index("search")])
+
+
+def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None:
+    """Add a new request's text to the search index, numbered after every request before it
+    (a request's text never changes, so it is indexed once)."""
+    seq = conn.execute("INSERT INTO request_search (id) VALUES (?)", (request_id,)).lastrowid
+    conn.execute("INSERT INTO requests_fts (rowid, search) VALUES (?, ?)", (seq, text))
 
 
 def _update_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:

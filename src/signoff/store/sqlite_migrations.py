@@ -51,6 +51,38 @@ _SESSIONS = ddl.for_dialect(ddl.SESSIONS, key=_KEY, big=_BIG)
 
 _NOTIFY = ddl.for_dialect(ddl.NOTIFY, key=_KEY, big=_BIG)
 
+# The search text of the requests stored before, as signoff.store.search.search_text
+# makes it (lower() folds ASCII only here; a NUL read as a space), and the trigram index
+# over it: a contentless FTS5 table whose rowids number the requests in the order they
+# were stored (request_search), so a search's newest matches come first without sorting
+# them all.
+_SEARCH = """
+UPDATE requests SET
+    decided_by = json_extract(data, '$.decision.decided_by'),
+    search = lower(CASE kind
+        WHEN 'approval' THEN tool_name || (
+            SELECT coalesce(group_concat(' ' || key || ' ' || CASE type
+                WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null'
+                ELSE value END, ''), '')
+            FROM json_each(replace(data, '\\u0000', '\\u0020'), '$.tool_args'))
+        WHEN 'choice' THEN json_extract(replace(data, '\\u0000', '\\u0020'), '$.prompt') || (
+            SELECT coalesce(group_concat(' ' || value, ''), '')
+            FROM json_each(replace(data, '\\u0000', '\\u0020'), '$.options'))
+        ELSE coalesce(json_extract(replace(data, '\\u0000', '\\u0020'), '$.prompt'), '') || (
+            SELECT coalesce(group_concat(' ' || json_extract(value, '$.text'), ''), '')
+            FROM json_each(replace(data, '\\u0000', '\\u0020'), '$.questions'))
+    END);
+CREATE TABLE request_search (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE
+);
+CREATE VIRTUAL TABLE requests_fts USING fts5(search, content='', tokenize='trigram');
+INSERT INTO request_search (id) SELECT id FROM requests ORDER BY created_us, id;
+INSERT INTO requests_fts (rowid, search)
+    SELECT s.seq, r.search FROM request_search s JOIN requests r ON r.id = s.id;
+"""
+_HISTORY = "".join((ddl.HISTORY_COLUMNS, _SEARCH, ddl.HISTORY_INDEXES))
+
 MIGRATIONS: tuple[str, ...] = (
     _INITIAL,
     _WEBHOOKS,
@@ -58,6 +90,7 @@ MIGRATIONS: tuple[str, ...] = (
     _SESSIONS,
     ddl.CALL_PER_REQUESTER,
     _NOTIFY,
+    _HISTORY,
 )
 """Migration N is ``MIGRATIONS[N - 1]``."""
 

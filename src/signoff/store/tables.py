@@ -10,7 +10,7 @@ records read back from rows live here, once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -26,6 +26,7 @@ from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task
 from signoff.domain.webhooks import Delivery, Webhook
+from signoff.store import search
 from signoff.store.base import (
     MAX_PAGE,
     Page,
@@ -117,6 +118,8 @@ def _request_values(request: Request) -> tuple[object, ...]:
         to_micros(request.created_at),
         to_micros(request.expires_at) if request.expires_at else None,
         request.version,
+        request.decision.decided_by if request.decision else None,
+        search.search_text(request).lower(),
     )
 
 
@@ -134,6 +137,8 @@ REQUESTS: Table[Request] = Table(
         "created_us",
         "expires_us",
         "version",
+        "decided_by",
+        "search",
         "data",
     ),
     lambda r: RequestJson().row(r),
@@ -297,31 +302,81 @@ class PageSQL:
     """The page's size: the statement asks for one row more, to tell if another follows."""
 
 
-def request_page_sql(query: RequestQuery, marks: Marks) -> PageSQL:
-    """Requests matching ``query``, newest first, by keyset on (created_us, id)."""
+def request_page_sql(query: RequestQuery, marks: Marks, *, fts: bool = False) -> PageSQL:
+    """Requests matching ``query``, newest first, by keyset on (created_us, id).
+
+    A search's words of three characters or more are looked up in SQLite's trigram index
+    (``fts``), whose order is the order requests were stored in, or matched with LIKE,
+    which PostgreSQL's trigram index serves; shorter words are looked for in each row's
+    text. Either way every word is a parameter, never SQL or FTS syntax.
+    """
     limit = max(1, min(query.limit, MAX_PAGE))
-    where: list[str] = []
-    params: list[object] = []
+    sql = _PageWhere(marks)
     for column, value in (
-        ("status", query.status),
+        ("status", None if query.status == search.ENDED else query.status),
         ("session_id", query.session_id),
         ("kind", query.kind),
         ("requested_by", query.requested_by),
+        ("decided_by", query.decided_by),
+        ("tool_name", query.tool_name),
     ):
         if value is not None:
-            params.append(value)
-            where.append(f"{column} = {marks(len(params))}")
+            sql.add(f"r.{column} = {{}}", value)
+    if query.status == search.ENDED:
+        sql.where.append("r.status <> 'pending'")  # as requests_ended's WHERE, to use it
+    match = _text_filter(sql, query.text, fts=fts)
+    source, order = "requests r", "r.created_us DESC, r.id DESC"
+    if match is not None:
+        source = (
+            "requests_fts f JOIN request_search s ON s.seq = f.rowid JOIN requests r ON r.id = s.id"
+        )
+        order = "f.rowid DESC"
+        sql.where.insert(0, f"requests_fts MATCH {marks(1)}")
+        sql.params.insert(0, match)
     if query.cursor:
         created_us, request_id = decode_cursor(query.cursor)
-        params += [created_us, request_id]
-        where.append(f"(created_us, id) < ({marks(len(params) - 1)}, {marks(len(params))})")
-    params.append(limit + 1)
-    sql = (
-        "SELECT created_us, id, data FROM requests"  # noqa: S608 - fixed clauses
-        + (" WHERE " + " AND ".join(where) if where else "")
-        + f" ORDER BY created_us DESC, id DESC LIMIT {marks(len(params))}"
+        if match is not None:
+            sql.add("f.rowid < (SELECT seq FROM request_search WHERE id = {})", request_id)
+        else:
+            sql.add("(r.created_us, r.id) < ({}, {})", created_us, request_id)
+    sql.params.append(limit + 1)
+    text = (
+        f"SELECT r.created_us, r.id, r.data FROM {source}"  # noqa: S608 - fixed clauses
+        + (" WHERE " + " AND ".join(sql.where) if sql.where else "")
+        + f" ORDER BY {order} LIMIT {marks(len(sql.params))}"
     )
-    return PageSQL(sql=sql, params=params, limit=limit)
+    return PageSQL(sql=text, params=sql.params, limit=limit)
+
+
+@dataclass
+class _PageWhere:
+    """A page statement's conditions and their parameters, numbered as they are added."""
+
+    marks: Marks
+    where: list[str] = field(default_factory=list)
+    params: list[object] = field(default_factory=list)
+
+    def add(self, clause: str, *values: object) -> None:
+        """Add ``clause``, each ``{}`` in it the mark of the next of ``values``."""
+        places = []
+        for value in values:
+            self.params.append(value)
+            places.append(self.marks(len(self.params)))
+        self.where.append(clause.format(*places))
+
+
+def _text_filter(sql: _PageWhere, text: str | None, *, fts: bool) -> str | None:
+    """Add a search's conditions; for SQLite, return the FTS5 MATCH its long words make."""
+    if text is None:
+        return None
+    wanted = search.words(text)
+    match = search.fts_match(wanted) if fts else None
+    for word in wanted:
+        if len(word) < search.TRIGRAM:
+            sql.add("instr(r.search, {}) > 0" if fts else "strpos(r.search, {}) > 0", word)
+        elif not fts:
+            sql.add("r.search LIKE {}", search.like_pattern(word))
+    return match
 
 
 def request_page(rows: Sequence[Sequence[Any]], limit: int) -> Page:

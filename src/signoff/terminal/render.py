@@ -14,7 +14,7 @@ from rich.text import Text
 
 from signoff.domain.audit import AuditEntry
 from signoff.domain.events import Event
-from signoff.domain.previews import origin_label
+from signoff.domain.previews import FilePreview, origin_label
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.terminal.safe_text import dumps_visible, visible, visible_json
 
@@ -25,6 +25,7 @@ __all__ = [
     "diff_text",
     "event_line",
     "json_text",
+    "preview_parts",
     "request_details",
     "request_panel",
     "requests_table",
@@ -117,6 +118,17 @@ def diff_text(diff: str) -> Text:
     return out
 
 
+def preview_parts(preview: FilePreview) -> list[RenderableType]:
+    """A call's preview: the file it writes (and whose old text it shows), a note, the diff."""
+    origin = origin_label(preview)
+    title = f"diff of {visible(preview.path, multiline=False)}" + (f" ({origin})" if origin else "")
+    parts: list[RenderableType] = [Text(title, style="bold")]
+    if preview.note:
+        parts.append(Text(visible(preview.note), style="yellow"))
+    parts.append(diff_text(visible(preview.diff)))
+    return parts
+
+
 def request_panel(request: Request, audit: list[AuditEntry] | None = None) -> RenderableType:
     """``signoff show``: the request's details and its audit trail, in a panel."""
     parts: list[RenderableType] = [request_details(request, max_arg_lines=PANEL_ARG_LINES)]
@@ -174,13 +186,7 @@ def request_details(request: Request, *, max_arg_lines: int | None = None) -> Gr
             _args_syntax(request.tool_args, max_arg_lines),
         ]
         if request.preview is not None:
-            title = f"diff of {visible(request.preview.path, multiline=False)}" + (
-                f" ({origin_label(request.preview)})" if origin_label(request.preview) else ""
-            )
-            parts.append(Text(title, style="bold"))
-            if request.preview.note:
-                parts.append(Text(visible(request.preview.note), style="yellow"))
-            parts.append(diff_text(visible(request.preview.diff)))
+            parts += preview_parts(request.preview)
         if request.approved_args is not None and request.approved_args != request.tool_args:
             parts += [
                 Text("approved (edited) args", style="bold"),

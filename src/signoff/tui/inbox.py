@@ -29,9 +29,11 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from rich.text import Text
 
 from signoff.backends import Backend
+from signoff.domain.decisions import QUICK_REASONS, REASON_REQUIRED
 from signoff.domain.requests import ApprovalRequest, ChoiceRequest, QuestionsRequest, Request
 from signoff.errors import InvalidDecision, SignoffError
 from signoff.store.base import RequestQuery
+from signoff.terminal.outcome_lines import decided_notice
 from signoff.terminal.render import STATUS_STYLE, request_details, summary
 from signoff.terminal.safe_text import dumps_visible, visible
 
@@ -57,8 +59,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("j / ↓", "next request"),
     ("k / ↑", "previous request"),
     ("a", "approve (questions: approve as asked)"),
-    ("r", "reject, with a reason (Enter rejects, Esc cancels)"),
-    ("e", "edit the args as JSON, then approve them (Ctrl+S approves, Esc cancels)"),
+    ("r", "reject, with a reason or a quick pick's number (Enter rejects, Esc cancels)"),
+    ("e", "edit the args field by field (Ctrl+R as JSON); Ctrl+S shows their diff to approve"),
     ("c", "choose: option number(s) 1..n, comma-separated for multi-select, or free text"),
     ("n", "answer the questions, with feedback (Enter moves on / sends, Ctrl+S sends)"),
     ("space", "select / unselect for a batch"),
@@ -144,47 +146,62 @@ class InboxDialog(ModalScreen[Any]):
 
 
 class ReasonScreen(InboxDialog):
-    """Asks for a reason; Enter gives it (maybe empty), Esc cancels."""
+    """Asks for a reason (required); a quick pick's number fills it in; Esc cancels."""
 
     def __init__(self, title: str) -> None:
         super().__init__()
         self.title_text = title
 
     def compose(self) -> ComposeResult:
+        picks = "   ".join(f"{n}) {text}" for n, text in enumerate(QUICK_REASONS, 1))
         with Vertical():
             yield Label(Text(self.title_text, style="bold"))
-            yield Input(placeholder="reason, told to the agent", id="reason")
-            yield Label(Text("Enter rejects · Esc cancels"), classes="hint")
+            yield Input(placeholder="reason, told to the agent (required)", id="reason")
+            yield Label(Text(f"Quick picks: {picks}"), classes="hint")
+            yield Label(
+                Text("a number + Enter fills in that reason · Enter rejects · Esc cancels"),
+                classes="hint",
+            )
             yield Static(id="dialog-error", classes="error")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        """Enter: reject with this reason."""
+        """Enter: fill in a quick pick typed by number, else reject with this reason."""
         event.stop()
-        self.dismiss(event.value)
+        text = event.value.strip()
+        if text.isdigit() and 1 <= int(text) <= len(QUICK_REASONS):
+            event.input.value = QUICK_REASONS[int(text) - 1]
+            event.input.cursor_position = len(event.input.value)
+            self.show_error("")
+        elif not text:
+            self.show_error(REASON_REQUIRED)
+        else:
+            self.dismiss(text)
 
 
 class EditArgsScreen(InboxDialog):
-    """A JSON editor for a tool call's args; only a JSON object is accepted."""
+    """A JSON editor for a tool call's args (``args``, else the agent's); only a JSON object
+    is accepted, and given back to be reviewed (signoff.tui.editing)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+s", "save", "Approve edited"),
+        Binding("ctrl+s", "save", "Review the edit"),
     ]
 
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: ApprovalRequest, args: dict[str, JsonValue] | None = None) -> None:
         super().__init__()
         self.request = request
+        self.args = request.tool_args if args is None else args
 
     def compose(self) -> ComposeResult:
         with Vertical():
             tool = visible(self.request.tool_name, multiline=False)
-            yield Label(Text(f"edit the args of {tool}", style="bold"))
-            yield TextArea(_pretty(self.request.tool_args), id="args")
-            yield Label(Text("Ctrl+S approves with these args · Esc cancels"), classes="hint")
+            yield Label(Text(f"edit the args of {tool} as JSON", style="bold"))
+            yield TextArea(_pretty(self.args), id="args")
+            yield Label(Text("Ctrl+S reviews the edited call's diff · Esc cancels"), classes="hint")
             yield Static(id="dialog-error", classes="error")
 
     def action_save(self) -> None:
-        """Approve with the edited args, if they are a JSON object."""
+        """Give back the edited args, if they are a JSON object."""
         text = self.query_one("#args", TextArea).text
         try:
             value = json.loads(text)
@@ -293,6 +310,9 @@ class HelpScreen(InboxDialog):
             yield Label(Text("Esc, q or ? closes"), classes="hint")
 
 
+_DONE = {"approve": "approved", "edit": "edited", "choose": "chosen", "answer": "answered"}
+"""Each verb of a key that acts on one kind, as "only choice requests can be chosen"."""
+
 _INBOX_ACTIONS = frozenset(
     {
         "cursor_down",
@@ -373,7 +393,10 @@ class InboxApp(App[None]):
         self.set_interval(self.refresh_seconds, self._start_reconcile)
 
     def _start_reconcile(self) -> None:
-        self.run_worker(self._reconcile(), group="reconcile", exclusive=True)
+        # the function, not a coroutine: a worker never started while the app closes
+        # leaves no coroutine behind un-awaited (Textual runs an async function as one;
+        # its run_worker typing infers no result type for a bare async method)
+        self.run_worker(self._reconcile, group="reconcile", exclusive=True)  # type: ignore[arg-type]
 
     async def _reconcile(self) -> None:
         """Re-read the queue: the stream cannot deliver what happened while it connected."""
@@ -394,6 +417,8 @@ class InboxApp(App[None]):
 
     def _tick(self) -> None:
         """Count an expiring request down in the detail pane."""
+        if not self.query("#requests"):  # closing: the widgets go before the timers stop
+            return
         request = self.current
         if request is not None and request.expires_at is not None and not self.history:
             self._render_detail()
@@ -523,7 +548,7 @@ class InboxApp(App[None]):
             self.say(f"nothing to {verb}", error=True)
             return None
         if kind is not None and request.kind != kind:
-            self.say(f"only {kind} requests can be {verb}d this way", error=True)
+            self.say(f"only {kind} requests can be {_DONE.get(verb, verb)} this way", error=True)
             return None
         return request
 
@@ -536,10 +561,7 @@ class InboxApp(App[None]):
             await self._refresh_one(request.id)
             return
         self._apply(updated)
-        if updated.status == "pending":
-            self.say(f"{updated.id}: approval recorded, {len(updated.votes)} of {updated.quorum}")
-        else:
-            self.say(f"{updated.id}: {updated.status}")
+        self.say(decided_notice(updated))
 
     async def _refresh_one(self, request_id: str) -> None:
         try:
@@ -572,7 +594,7 @@ class InboxApp(App[None]):
         self.push_screen(ReasonScreen(f"reject {summary(request)}"), done)
 
     def action_edit(self) -> None:
-        """Edit the highlighted call's args as JSON, then approve the edit."""
+        """Edit the highlighted call's args, see the edit's diff, then approve the edit."""
         request = self._target(kind="approval", verb="edit")
         if not isinstance(request, ApprovalRequest):
             return
@@ -587,7 +609,10 @@ class InboxApp(App[None]):
             if args is not None:
                 await self._decide(request, {"type": "approve", "args": args})
 
-        self.push_screen(EditArgsScreen(request), done)
+        # imported here: the editing screens build on this module's dialogs
+        from signoff.tui.editing import ArgsFormScreen
+
+        self.push_screen(ArgsFormScreen(request, self.backend), done)
 
     def action_choose(self) -> None:
         """Choose the highlighted choice request's option(s)."""

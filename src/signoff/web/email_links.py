@@ -20,11 +20,17 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from signoff.domain.decisions import Approve, Reject
+from signoff.domain.decisions import Approve, Reject, require_reason
 from signoff.domain.principals import Principal
 from signoff.domain.requests import ApprovalRequest
 from signoff.domain.requests import Request as SignoffRequest
-from signoff.errors import CallerError, InvalidTransition, NotAllowed, RequestNotFound
+from signoff.errors import (
+    CallerError,
+    InvalidDecision,
+    InvalidTransition,
+    NotAllowed,
+    RequestNotFound,
+)
 from signoff.notify.links import BadLink, SignedLink, verify_link
 from signoff.server.auth import check_login_origin, session_key
 from signoff.service import Service
@@ -113,8 +119,9 @@ def email_link_router() -> APIRouter:
         reason = ""
         if link.decision == "reject":
             reason = (
-                '<label for="reason">Reason (told to the agent)</label>'
-                f'<textarea id="reason" name="reason" maxlength="{_REASON_LIMIT}"></textarea>'
+                '<label for="reason">Reason (required; told to the agent)</label>'
+                f'<textarea id="reason" name="reason" maxlength="{_REASON_LIMIT}" required>'
+                "</textarea>"
             )
         form = (
             f'<form method="post" action="/links/{html.escape(token)}">{reason}'
@@ -138,12 +145,16 @@ def email_link_router() -> APIRouter:
         if isinstance(resolved, HTMLResponse):
             return resolved
         link, person, found = resolved
-        service: Service = request.app.state.service
-        if not await service.use_once(f"email-link:{link.mac}", link.expires_at):
-            return _page("This link was already used; each link works once.", status=409)
         fields = parse_qs(body.decode("utf-8", "replace"))
         reason = (fields.get("reason") or [""])[0][:_REASON_LIMIT]
         decision = Approve() if link.decision == "approve" else Reject(reason=reason)
+        try:
+            require_reason(decision)  # before the link is used up: it still works after
+        except InvalidDecision as exc:
+            return _page(f"Not decided: {exc.message}. Go back and say why.", status=422)
+        service: Service = request.app.state.service
+        if not await service.use_once(f"email-link:{link.mac}", link.expires_at):
+            return _page("This link was already used; each link works once.", status=409)
         try:
             decided = await service.decide(found.id, decision, person, via="email-link")
         except InvalidTransition:

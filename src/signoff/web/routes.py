@@ -71,7 +71,11 @@ class SecurityHeaders:
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *self.HEADERS]
+                headers = list(message.get("headers", []))
+                # a response that set its own CSP keeps it (only /docs does: apidocs.DOCS_CSP);
+                # a second CSP header would apply as well, and the stricter would win
+                own = any(name.lower() == b"content-security-policy" for name, _ in headers)
+                message["headers"] = [*headers, *(self.HEADERS[1:] if own else self.HEADERS)]
             await send(message)
 
         await self.app(scope, receive, with_headers)

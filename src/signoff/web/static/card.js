@@ -2,10 +2,13 @@
 // for the decisions its kind allows. Used by the inbox, by a request's own page and, in a
 // compact variant, inline in a chat conversation.
 
-import { ApiError, decide, parseJson } from "./api.js";
-import { lineDiff, unifiedDiff } from "./diff.js";
+import { ApiError, decide } from "./api.js";
+import { argsEditor } from "./argsform.js";
+import { lineDiff } from "./diff.js";
 import { ago, h, pretty, remaining, visible, when } from "./dom.js";
-import { schemaProblem } from "./schema.js";
+import { outcomeText, statusLabel } from "./outcome.js";
+import { previewSection } from "./preview.js";
+import { rejectArea } from "./reasons.js";
 
 const TITLES = { approval: "Tool call", choice: "Choice", questions: "Questions" };
 
@@ -16,7 +19,7 @@ export function title(req) {
 }
 
 function statusBadge(req) {
-  return h("span", { class: `badge status-${req.status}`, "data-role": "status" }, req.status);
+  return h("span", { class: `badge status-${req.status}`, "data-role": "status", title: req.status }, statusLabel(req));
 }
 
 export function countdown(req) {
@@ -38,23 +41,11 @@ function section(label, ...content) {
   return h("section", { class: "part" }, h("h3", {}, label), ...content);
 }
 
-// where a preview's old side came from: the server reads no file outside its preview root
-function previewOrigin(p) {
-  if (p.old_source === "agent") return " (old text supplied by the agent, not read from the file)";
-  if (p.old_source === "none") return " (current content not read)";
-  return p.exists ? "" : " (new file)";
-}
-
 function describe(req, opts = {}) {
   const parts = [];
   if (req.kind === "approval") {
     if (!opts.hideArgs) parts.push(section("Arguments", h("pre", { class: "args", "data-role": "args" }, pretty(req.tool_args))));
-    if (req.preview) {
-      const p = req.preview;
-      parts.push(section(`File: ${p.path}${previewOrigin(p)}`,
-        p.note ? h("p", { class: "note" }, p.note) : null,
-        p.diff ? unifiedDiff(p.diff, `diff of ${p.path}`) : h("p", { class: "note" }, "no change")));
-    }
+    if (req.preview) parts.push(previewSection(req.preview));
   } else if (req.status !== "pending" && req.kind === "choice") {
     parts.push(h("p", { class: "meta" }, `options: ${req.options.join(" · ")}`));
   }
@@ -72,9 +63,11 @@ function describe(req, opts = {}) {
   return parts;
 }
 
+const DECIDED = { approve: "approved", reject: "rejected", respond: "answered", choose: "answered", answer: "answered" };
+
 function decisionSummary(d) {
   const x = d.decision;
-  const bits = [`${x.type} by ${d.decided_by}`];
+  const bits = [`${DECIDED[x.type] ?? x.type} by ${d.decided_by}`];
   if (d.via === "mcp-elicitation") bits.push(`(in the MCP client ${d.client || "(unnamed)"})`);
   else if (d.via !== "person") bits.push(`(via ${d.via})`);
   if (x.scope && x.scope !== "once") bits.push(`scope ${x.scope}`);
@@ -87,6 +80,9 @@ function decisionSummary(d) {
 
 function outcome(req, opts = {}) {
   const parts = [];
+  // the outcome in words when it says more than the badge (a result has its own section)
+  const said = req.result ? "" : outcomeText(req);
+  if (said && said !== statusLabel(req)) parts.push(h("p", { class: "outcome", "data-role": "outcome" }, said));
   if (req.decision) {
     parts.push(h("p", { class: "decision", "data-role": "decision" },
       decisionSummary(req.decision), " · ", when(req.decision.decided_at)));
@@ -194,14 +190,6 @@ function controls(req, card, opts) {
   };
   card.focusReject = () => box.querySelector('[data-role="reason"]')?.focus();
 
-  const reason = h("input", {
-    type: "text", "data-role": "reason", placeholder: "reason (told to the agent)", maxlength: 20000,
-    "aria-label": "rejection reason",
-    onkeydown: (e) => { if (e.key === "Enter") { e.preventDefault(); rejectButton.click(); } },
-  });
-  const rejectButton = h("button", { type: "button", class: "reject", "data-action": "reject",
-    onclick: (e) => send({ type: "reject", reason: reason.value }, e.currentTarget) }, "Reject");
-
   if (req.kind === "approval") {
     const row = h("div", { class: "row" });
     if (allowed.has("approve") && opts.compact) {
@@ -211,94 +199,43 @@ function controls(req, card, opts) {
         h("button", { type: "button", class: "approve-session", "data-action": "approve-session",
           onclick: (e) => send({ type: "approve", scope: "session" }, e.currentTarget) }, "Approve for this session"));
       if (req.editable !== false) {
-        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit arguments"));
       }
     } else if (allowed.has("approve")) {
-      const scope = h("select", { "data-role": "scope", "aria-label": "scope" },
-        h("option", { value: "once" }, "once"),
-        h("option", { value: "session" }, "this session"),
-        h("option", { value: "always" }, "always"));
+      const scope = h("select", { "data-role": "scope", "aria-label": "what the approval covers" },
+        h("option", { value: "once" }, "only this call"),
+        h("option", { value: "session" }, "same calls in this session"),
+        h("option", { value: "always" }, "same calls from now on"));
       row.append(
         h("button", { type: "button", class: "approve", "data-action": "approve",
           onclick: (e) => send({ type: "approve", scope: scope.value }, e.currentTarget) }, "Approve"),
-        h("label", { class: "scope" }, "scope ", scope));
+        h("label", { class: "scope" }, "for ", scope));
       // a call the requester marked not editable is approved as proposed or rejected
       if (req.editable !== false) {
-        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit args"));
+        row.append(h("button", { type: "button", "data-action": "edit", onclick: () => editor.toggle() }, "Edit arguments"));
       }
     }
     box.append(row);
     const editor = argsEditor(req, (args, button) =>
-      send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]')?.value ?? "once" }, button));
+      send({ type: "approve", args, scope: box.querySelector('[data-role="scope"]')?.value ?? "once" }, button), card);
     if (allowed.has("approve") && req.editable !== false) box.append(editor);
   } else if (req.kind === "choice" && allowed.has("choose")) {
     box.append(choiceControls(req, send));
   } else if (req.kind === "questions") {
     box.append(questionControls(req, allowed, send));
   }
-  if (allowed.has("reject")) box.append(h("div", { class: "row" }, reason, rejectButton));
+  if (allowed.has("reject")) box.append(rejectArea((reason, button) => send({ type: "reject", reason }, button)));
   if (allowed.has("respond")) {
     const feedback = h("input", { type: "text", "data-role": "feedback", maxlength: 20000,
-      placeholder: "tell the model instead of running the tool", "aria-label": "response to the model" });
+      placeholder: "tell the model instead of running the tool", "aria-label": "message to the model instead of running" });
     box.append(h("div", { class: "row" }, feedback,
       h("button", { type: "button", "data-action": "respond", onclick: (e) => {
         if (!feedback.value.trim()) { error.textContent = "write what the model should be told"; return; }
         send({ type: "respond", feedback: feedback.value }, e.currentTarget);
-      } }, "Respond")));
+      } }, "Tell the model, don't run")));
   }
   box.append(error);
   return box;
-}
-
-function argsEditor(req, approveEdited) {
-  const original = pretty(req.tool_args);
-  const text = h("textarea", { class: "json", "data-role": "args-editor", spellcheck: "false",
-    rows: Math.min(20, original.split("\n").length + 2), "aria-label": "edited arguments (JSON)" });
-  text.value = original;
-  const problem = h("p", { class: "error", "data-role": "json-error", role: "alert" });
-  const review = h("div", { class: "review", "data-role": "edit-review" });
-  const wrap = h("div", { class: "editor", hidden: true },
-    text, problem,
-    h("div", { class: "row" },
-      h("button", { type: "button", "data-action": "review-edit", onclick: () => check() }, "Review changes"),
-      h("button", { type: "button", onclick: () => wrap.toggle() }, "Cancel")),
-    review);
-
-  const check = () => {
-    review.replaceChildren();
-    problem.textContent = "";
-    let args;
-    try {
-      args = parseJson(text.value); // numbers kept as typed: 2^53 + 1 is not rounded
-    } catch (e) {
-      problem.textContent = `not valid JSON: ${e.message}`;
-      return;
-    }
-    if (args === null || typeof args !== "object" || Array.isArray(args)) {
-      problem.textContent = "the arguments must be a JSON object";
-      return;
-    }
-    const unfit = schemaProblem(req.args_schema, args);
-    if (unfit) {
-      problem.textContent = visible(`does not fit the tool's arguments: ${unfit}`);
-      return;
-    }
-    const edited = pretty(args);
-    if (edited === original) {
-      problem.textContent = "nothing changed; use Approve to run the call as proposed";
-      return;
-    }
-    review.append(
-      h("h3", {}, "Original vs edited"),
-      lineDiff(original, edited, "original vs edited arguments"),
-      h("button", { type: "button", class: "approve", "data-action": "approve-edited",
-        onclick: (e) => approveEdited(args, e.currentTarget) }, "Approve edited"));
-  };
-  wrap.toggle = () => {
-    wrap.hidden = !wrap.hidden;
-    if (!wrap.hidden) text.focus();
-  };
-  return wrap;
 }
 
 function choiceControls(req, send) {
@@ -317,13 +254,13 @@ function choiceControls(req, send) {
   } else {
     box.append(h("div", { class: "row options" }, req.options.map((o) =>
       h("button", { type: "button", class: "option", "data-action": "choose", "data-option": o,
-        onclick: (e) => send({ type: "choose", choice: o }, e.currentTarget) }, o))));
+        onclick: (e) => send({ type: "choose", choice: o }, e.currentTarget) }, `Choose ${o}`))));
     if (req.allow_other) {
       const other = otherInput();
       box.append(h("div", { class: "row" }, other,
         h("button", { type: "button", "data-action": "choose-other", onclick: (e) => {
           if (other.value.trim()) send({ type: "choose", choice: other.value.trim() }, e.currentTarget);
-        } }, "Send")));
+        } }, "Choose this answer")));
     }
   }
   return box;
@@ -344,16 +281,18 @@ function questionControls(req, allowed, send) {
       h("span", {}, q.text, q.required ? " *" : ""), fields[i])));
   const row = h("div", { class: "row" });
   if (allowed.has("approve")) {
-    row.append(h("button", { type: "button", class: "approve", "data-action": "approve",
-      onclick: (e) => send({ type: "approve" }, e.currentTarget) }, "Approve"));
+    // sending answers (below) comes first; this lets the agent go on with none
+    row.append(h("button", { type: "button", "data-action": "approve",
+      title: "the agent goes on without your answers",
+      onclick: (e) => send({ type: "approve" }, e.currentTarget) }, "Continue without answers"));
   }
   if (allowed.has("answer")) {
     box.append(h("label", { class: "question" }, h("span", {}, "Feedback"), feedback));
-    row.append(h("button", { type: "button", "data-action": "answer", onclick: (e) => {
+    row.prepend(h("button", { type: "button", class: "approve", "data-action": "answer", onclick: (e) => {
       const answers = {};
       req.questions.forEach((q, i) => { if (fields[i].value.trim()) answers[q.id] = fields[i].value; });
       send({ type: "answer", answers, ...(feedback.value.trim() ? { feedback: feedback.value } : {}) }, e.currentTarget);
-    } }, "Send answers (edit)"));
+    } }, "Send answers"));
   }
   box.append(row);
   return box;

@@ -7,6 +7,7 @@ import { conversationView } from "./conversation.js";
 import { historyView } from "./history.js";
 import { grantsView } from "./grants.js";
 import { inboxView } from "./inbox.js";
+import { notifier } from "./notify.js";
 import { requestView } from "./request.js";
 
 const page = document.body.dataset.page;
@@ -16,11 +17,12 @@ const liveEl = document.getElementById("live");
 const help = document.getElementById("help");
 const pending = new Map();
 let more = false;
+const notifications = notifier(document.querySelector('meta[name="signoff-user"]').content);
 
 const nav = page === "conversation" ? "chat" : page;
 document.querySelector(`[data-nav="${nav}"]`)?.setAttribute("aria-current", "page");
 
-const view = page === "inbox" ? inboxView(root)
+const view = page === "inbox" ? inboxView(root, { pending, notifier: notifications })
   : page === "history" ? historyView(root)
   : page === "grants" ? grantsView(root)
   : page === "chat" ? chatView(root)
@@ -31,6 +33,7 @@ function showCount() {
   const n = pending.size;
   countEl.textContent = more ? `${n}+` : String(n);
   document.title = `${n ? `(${n}${more ? "+" : ""}) ` : ""}${document.title.replace(/^\(\d+\+?\) /, "")}`;
+  view.onCount?.(n, more);
 }
 
 function track(req) {
@@ -68,7 +71,10 @@ async function resync() {
 const since = Number(document.querySelector('meta[name="signoff-seq"]').content);
 follow({
   since: Number.isFinite(since) ? since : null,
-  onEvent: (message) => track(message.request),
+  onEvent: (message) => {
+    notifications.onEvent(message);
+    track(message.request);
+  },
   onState: (state, reconnected) => {
     liveEl.dataset.state = state;
     liveEl.textContent = state === "live" ? "live" : "reconnecting…";

@@ -7,6 +7,11 @@ import { h, pretty, toast, when } from "./dom.js";
 /** The only channel a page's address may name: opened from the link an MCP client showed. */
 const MCP_URL = "mcp-url";
 
+const COLUMNS = ["#", "When", "Who", "Action", "Status", ""];
+
+// a cell names its column, which a phone shows beside the value (the header row is hidden there)
+const cell = (n, ...content) => h("td", { "data-label": COLUMNS[n] || null }, ...content);
+
 export function requestView(root, id) {
   let card = null;
   const via = new URLSearchParams(location.search).get("via") === MCP_URL ? MCP_URL : undefined;
@@ -16,12 +21,12 @@ export function requestView(root, id) {
     try {
       const { items } = await api("GET", `/audit?request_id=${encodeURIComponent(id)}`);
       audit.replaceChildren(...items.map((e) => h("tr", {},
-        h("td", {}, String(e.seq)),
-        h("td", {}, when(e.at)),
-        h("td", {}, e.actor),
-        h("td", {}, e.action),
-        h("td", {}, e.from_status ? `${e.from_status} → ${e.to_status}` : e.to_status ?? ""),
-        h("td", {}, h("details", {}, h("summary", {}, "details"), h("pre", {}, pretty(e.details)))))));
+        cell(0, String(e.seq)),
+        cell(1, when(e.at)),
+        cell(2, e.actor),
+        cell(3, e.action),
+        cell(4, e.from_status ? `${e.from_status} → ${e.to_status}` : e.to_status ?? ""),
+        cell(5, h("details", {}, h("summary", {}, "details"), h("pre", {}, pretty(e.details)))))));
     } catch (e) {
       toast(e instanceof ApiError ? e.message : String(e));
     }
@@ -46,7 +51,7 @@ export function requestView(root, id) {
   root.replaceChildren(
     h("section", { class: "part audit" }, h("h2", {}, "Audit trail"),
       h("table", { class: "list" },
-        h("thead", {}, h("tr", {}, ["#", "When", "Who", "Action", "Status", ""].map((t) => h("th", {}, t)))),
+        h("thead", {}, h("tr", {}, COLUMNS.map((t) => h("th", {}, t)))),
         audit)));
   load();
   return {
