@@ -414,6 +414,7 @@ def serve(
         from signoff.server.app import create_app
         from signoff.server.shutdown import prompt_server
         from signoff.server.sockets import guarded_protocol
+        from signoff.server.wsprotocol import HubWebSocketProtocol
     except ImportError:
         fail("the server needs its extra: pip install 'signoff[server]'")
     listen = listen_settings(host, port, public_url)
@@ -468,6 +469,8 @@ def serve(
                 access_log=False,
                 ws_per_message_deflate=False,
                 http=http,
+                # the hub writes each event's one frame to every socket (server/hub.py)
+                ws=HubWebSocketProtocol,
                 # after streams close themselves, what is left of the budget for requests
                 timeout_graceful_shutdown=max(int(shutdown_timeout - drain - 0.5), 1),
             )

@@ -27,6 +27,7 @@ from signoff.server.errors import install_error_handlers
 from signoff.server.events import events_router
 from signoff.server.grants import grants_router
 from signoff.server.hooks import FailClosedHooks, hooks_router
+from signoff.server.hub import Hub
 from signoff.server.limits import BodyLimit, NoNulInUrl
 from signoff.server.metrics import metrics_router
 from signoff.server.notify import notify_router
@@ -114,6 +115,7 @@ def create_app(
             else None
         )
         await observer.start()
+        await hub.start()  # every WebSocket and SSE stream's one reader of the events
         if sweep:
             service.start_sweeper()
         if dispatcher is not None:
@@ -132,6 +134,7 @@ def create_app(
             if dispatcher is not None:
                 await dispatcher.stop()
             await service.stop_sweeper()
+            await hub.stop()
             await observer.stop()
 
     app = FastAPI(
@@ -146,6 +149,7 @@ def create_app(
     app.state.service = service
     install_error_handlers(app)
     app.state.heartbeat = heartbeat
+    app.state.hub = hub = Hub(service, heartbeat=heartbeat)
     app.state.shutdown = Shutdown()
     app.state.public_url = public_url
     app.state.allow_private_webhooks = allow_private_webhooks

@@ -1,9 +1,12 @@
 """Live events over SSE and WebSocket, with replay of what a reconnecting client missed.
 
-A client that reconnects with ``since=<seq>`` (or ``Last-Event-ID``) first gets every
-stored event after that seq from the event log, then live ones, with no gap and no
-repeat: the subscription is opened before the replay, and live events at or below the
-last replayed seq are skipped.
+Every stream is a member of the app's hub (server/hub.py), which reads the events once
+and writes each to every connection that may see it. A client that reconnects with
+``since=<seq>`` (or ``Last-Event-ID``) first gets every stored event after that seq from
+the event log, then live ones, with no gap and no repeat. Where the hub does not run in the
+handler's event loop (an app used without its lifespan, as in-process tests do), each
+stream follows the events on its own (:func:`~signoff.eventstream.follow_events`): slower,
+the same messages.
 
 A stream lives only as long as its credential: each one's token or inbox session is
 checked again every :data:`~signoff.server.credentials.REVALIDATE` seconds, and once it no
@@ -14,57 +17,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 
-from signoff.domain.events import Event
 from signoff.domain.principals import Principal
-from signoff.domain.requests import RequestAdapter
 from signoff.domain.text import MAX_ID_INT
 from signoff.errors import InvalidRequest, NotAllowed, SignoffError, Unauthenticated
 from signoff.eventstream import follow_events
 from signoff.server.credentials import REVALIDATE, CredentialWatch, credential_of
 from signoff.server.deps import API, current_principal
+from signoff.server.hub import (
+    HEARTBEAT_TEXT,
+    DirectMember,
+    Hub,
+    Member,
+    QueuedMember,
+    event_message,
+    event_text,
+    key_of,
+    sse_chunk,
+)
 from signoff.server.shutdown import GOING_AWAY, Shutdown, either
+from signoff.server.wsprotocol import direct_socket
 from signoff.service import Service
 
 __all__ = ["HEARTBEAT", "event_message", "event_text", "events_router"]
 
 HEARTBEAT = 15.0
 """Seconds between heartbeats on an idle stream."""
-
-
-_TEXT_CACHE: OrderedDict[tuple[int, str, int], str] = OrderedDict()
-_TEXT_CACHE_SIZE = 4096
-_HEARTBEAT_TEXT = json.dumps({"type": "heartbeat"})
-
-
-def event_text(event: Event) -> str:
-    """The event as JSON text, serialized once however many clients receive it."""
-    # seq alone is not unique across databases in one process; the request id is random
-    key = (event.seq, event.request.id, event.request.version)
-    text = _TEXT_CACHE.get(key)
-    if text is None:
-        text = json.dumps(event_message(event), ensure_ascii=False)
-        _TEXT_CACHE[key] = text
-        if len(_TEXT_CACHE) > _TEXT_CACHE_SIZE:
-            _TEXT_CACHE.popitem(last=False)
-    return text
-
-
-def event_message(event: Event) -> dict[str, Any]:
-    """The wire form of an event: ``{seq, type, at, request}``."""
-    return {
-        "seq": event.seq,
-        "type": event.type,
-        "at": event.at.isoformat(),
-        "request": RequestAdapter.dump_python(event.request, mode="json"),
-    }
 
 
 def _since(since: int | None, last_event_id: str | None) -> int | None:
@@ -93,6 +76,7 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
     ) -> StreamingResponse:
         """Server-sent events: ``id: seq``, ``event: type``, ``data: {seq, type, request}``."""
         service: Service = request.app.state.service
+        hub: Hub = request.app.state.hub
         start = _since(since, last_event_id)
         credential = credential_of(request, caller)
 
@@ -101,25 +85,23 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
             stopping: Shutdown = request.app.state.shutdown
             with watch.guard(credential) as ended, stopping.stream() as going:
                 until = either(ended, going)
-                async for event in follow_events(
-                    service,
-                    caller,
-                    since=start,
-                    session_id=session_id,
-                    heartbeat=request.app.state.heartbeat,
-                    until=until,
-                ):
+                member: QueuedMember | None = None
+                if hub.running:
+                    member = QueuedMember(key_of(caller, session_id), _start(hub, start), sse=True)
+                    chunks = _from_hub(hub, member, caller, session_id, until, _one_chunk)
+                else:
+                    heartbeat = request.app.state.heartbeat
+                    chunks = _followed(service, caller, start, session_id, heartbeat, until, True)
+                async for chunk in chunks:
                     if await request.is_disconnected():
                         return
-                    if event is None:
-                        yield ": heartbeat\n\n"
-                    else:
-                        data = event_text(event)
-                        yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n"
+                    yield chunk
                 if ended.done():  # a comment: clients skip it, a person reading curl sees why
                     yield f": stream ended: {ended.result().message}\n\n"
                 elif stopping.stopping:  # clients reconnect with Last-Event-ID and miss nothing
                     yield ": stream ended: the server is shutting down\n\n"
+                elif member is not None and member.ended is not None:
+                    yield f": stream ended: {member.ended[1]}\n\n"
 
         return StreamingResponse(
             body(),
@@ -134,7 +116,6 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
         since: Annotated[int | None, Query(ge=0, le=MAX_ID_INT)] = None,
     ) -> None:
         """WebSocket: one JSON message per event, ``{"type": "heartbeat"}`` when idle."""
-        service: Service = websocket.app.state.service
         try:
             caller = await _ws_principal(websocket)
             websocket.state.who = caller.name  # the access log's who
@@ -144,49 +125,176 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
             await websocket.close(code=4401, reason=exc.message[:120])
             return
         await websocket.accept()
-
-        async def drain_incoming() -> None:
-            while True:
-                await websocket.receive_text()
-
-        async def send_events() -> None:
-            async for event in follow_events(
-                service,
-                caller,
-                since=since,
-                session_id=session_id,
-                heartbeat=websocket.app.state.heartbeat,
-            ):
-                await websocket.send_text(_HEARTBEAT_TEXT if event is None else event_text(event))
-
-        # whichever ends first ends both: a client that goes away frees its handler at once,
-        # not at the next event or heartbeat; a credential that stops working ends it too
+        hub: Hub = websocket.app.state.hub
         stopping: Shutdown = websocket.app.state.shutdown
         with watch.guard(credential_of(websocket, caller)) as ended, stopping.stream() as going:
-            tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
-            waiting: list[asyncio.Future[Any]] = [*tasks, ended, going]
-            try:
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                for task in tasks:
-                    with contextlib.suppress(
-                        asyncio.CancelledError, WebSocketDisconnect, RuntimeError
-                    ):
-                        await task
-            if ended.done():
-                failure = ended.result()
-                refused = isinstance(failure, Unauthenticated | NotAllowed)
-                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
-                    await websocket.close(
-                        code=4401 if refused else 1011, reason=failure.message[:120]
-                    )
-            elif going.done():  # clients reconnect with ?since=SEQ and miss nothing
-                with contextlib.suppress(WebSocketDisconnect, RuntimeError):
-                    await websocket.close(code=GOING_AWAY, reason="the server is shutting down")
+            socket = direct_socket(websocket)
+            if hub.running and socket is not None:
+                member = DirectMember(key_of(caller, session_id), _start(hub, since), socket)
+                await _ws_direct(websocket, hub, member, caller, session_id, ended, going)
+            else:
+                await _ws_pumped(websocket, hub, caller, since, session_id, ended, going)
 
     return router
+
+
+def _one_chunk(texts: list[str]) -> list[str]:
+    """An SSE member's queued chunks, yielded as one (one ASGI send per wake)."""
+    return ["".join(texts)]
+
+
+def _start(hub: Hub, since: int | None) -> int:
+    """The seq a stream starts after: its ``since``, else the last one fanned out."""
+    return since if since is not None else hub.last
+
+
+def _close_of(ended: asyncio.Future[SignoffError], member: Member | None) -> tuple[int, str]:
+    """Why a WebSocket ends: its credential failed (4401, or 1011 when it could not be
+    checked), the server is going away (1001), or the hub dropped it as too slow."""
+    if ended.done():
+        failure = ended.result()
+        refused = isinstance(failure, Unauthenticated | NotAllowed)
+        return (4401 if refused else 1011), failure.message[:120]
+    if isinstance(member, QueuedMember) and member.ended is not None:
+        return member.ended
+    return GOING_AWAY, "the server is shutting down"
+
+
+async def _ws_direct(
+    websocket: WebSocket,
+    hub: Hub,
+    member: DirectMember,
+    caller: Principal,
+    session_id: str | None,
+    ended: asyncio.Future[SignoffError],
+    going: asyncio.Future[None],
+) -> None:
+    """Serve a WebSocket the hub writes to: replay through ASGI, then wait for the close.
+
+    The handler is the connection's only coroutine: once it has joined the hub, it only
+    waits for the client's messages (and its close). A credential that fails or the server
+    going away closes the socket from a callback, which the wait sees as the disconnect.
+    """
+
+    def end(_: object) -> None:
+        hub.leave(member)
+        member.drop(*_close_of(ended, None))
+
+    ended.add_done_callback(end)
+    going.add_done_callback(end)
+    try:
+        async with contextlib.aclosing(hub.replay(member, caller, session_id)) as replayed:
+            async for event in replayed:
+                await websocket.send_text(event_text(event))
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass  # clients have nothing to say; reading their messages frees uvicorn's buffer
+    except WebSocketDisconnect:
+        pass
+    except RuntimeError:
+        if not member.closed:  # a send after our own close frame: expected only then
+            raise
+    finally:
+        ended.remove_done_callback(end)
+        going.remove_done_callback(end)
+        hub.leave(member)
+
+
+async def _ws_pumped(
+    websocket: WebSocket,
+    hub: Hub,
+    caller: Principal,
+    since: int | None,
+    session_id: str | None,
+    ended: asyncio.Future[SignoffError],
+    going: asyncio.Future[None],
+) -> None:
+    """Serve a WebSocket through ASGI sends: a task sends, a task reads the client's close."""
+    until = either(ended, going)
+    member: QueuedMember | None = None
+    if hub.running:
+        member = QueuedMember(key_of(caller, session_id), _start(hub, since), sse=False)
+        texts = _from_hub(hub, member, caller, session_id, until, _as_is)
+    else:
+        service: Service = websocket.app.state.service
+        heartbeat = websocket.app.state.heartbeat
+        texts = _followed(service, caller, since, session_id, heartbeat, until, False)
+
+    async def drain_incoming() -> None:
+        while True:
+            await websocket.receive_text()
+
+    async def send_events() -> None:
+        async for text in texts:
+            await websocket.send_text(text)
+
+    # whichever ends first ends both: a client that goes away frees its handler at once,
+    # not at the next event or heartbeat; a credential that stops working ends it too
+    tasks = [asyncio.create_task(drain_incoming()), asyncio.create_task(send_events())]
+    waiting: list[asyncio.Future[Any]] = [*tasks, ended, going]
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+                await task
+    if ended.done() or going.done() or (member is not None and member.ended is not None):
+        code, reason = _close_of(ended, member)  # 1001: clients reconnect with ?since=SEQ
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            await websocket.close(code=code, reason=reason)
+
+
+def _as_is(texts: list[str]) -> list[str]:
+    return texts
+
+
+async def _from_hub(
+    hub: Hub,
+    member: QueuedMember,
+    caller: Principal,
+    session_id: str | None,
+    until: asyncio.Future[None],
+    shape: Callable[[list[str]], list[str]],
+) -> AsyncIterator[str]:
+    """A queued member's messages: the replay, then what the hub queues, until ``until``."""
+
+    def end(_: object) -> None:
+        hub.leave(member)
+        member.stop()  # the handler says why, from its own futures
+
+    until.add_done_callback(end)
+    try:
+        async with contextlib.aclosing(hub.replay(member, caller, session_id)) as replayed:
+            async for event in replayed:
+                text = event_text(event)
+                yield sse_chunk(event, text) if member.sse else text
+        while texts := await member.take():
+            for shaped in shape(texts):
+                yield shaped
+    finally:
+        until.remove_done_callback(end)
+        hub.leave(member)
+
+
+async def _followed(
+    service: Service,
+    caller: Principal,
+    since: int | None,
+    session_id: str | None,
+    heartbeat: float,
+    until: asyncio.Future[None],
+    sse: bool,
+) -> AsyncIterator[str]:
+    """A stream's messages when it follows the events by itself (no hub in this loop)."""
+    async for event in follow_events(
+        service, caller, since=since, session_id=session_id, heartbeat=heartbeat, until=until
+    ):
+        if event is None:
+            yield ": heartbeat\n\n" if sse else HEARTBEAT_TEXT
+        else:
+            text = event_text(event)
+            yield sse_chunk(event, text) if sse else text
 
 
 async def _ws_principal(websocket: WebSocket) -> Principal:

@@ -1,0 +1,72 @@
+"""uvicorn's WebSocket protocol, with a way for the hub to write pre-made frames itself.
+
+Through ASGI, every message to every WebSocket is a coroutine call down the middleware stack
+to uvicorn, which frames the text for that one socket. The hub (server/hub.py) sends the same
+events to a thousand sockets: it frames each event once (a server's frames are not masked,
+so one frame's bytes serve every client) and writes those bytes to each socket's transport
+with a plain synchronous write. :class:`HubWebSocketProtocol` (``signoff serve`` passes it as
+uvicorn's ``ws=``) puts itself in the connection's ASGI scope, under
+``extensions["signoff.socket"]``, for the app's handler to hand to the hub; a transport
+without it (a test client, another server) is served through plain ASGI sends instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.websockets import WebSocket
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+
+__all__ = ["EXTENSION", "HubWebSocketProtocol", "direct_socket"]
+
+EXTENSION = "signoff.socket"
+"""The scope extension that holds the connection's :class:`HubWebSocketProtocol`."""
+
+ABORT_AFTER = 5.0
+"""Seconds a socket the server closed gets to echo the close before it is cut.
+
+uvicorn's own wait ends in ``transport.close()``, which first flushes the write buffer: for a
+client that stopped reading that is forever, with the buffer held."""
+
+
+class HubWebSocketProtocol(WebSocketsSansIOProtocol):
+    """A WebSocket connection the hub can write frames to and close without the ASGI app."""
+
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)
+        if not self.close_sent:  # upgraded: the app's task is made but has not run yet
+            extensions: dict[str, Any] = self.scope.setdefault("extensions", {}) or {}
+            extensions[EXTENSION] = {"socket": self}
+
+    def write_frames(self, frames: bytes) -> int:
+        """Write ready-made frames; the bytes still buffered after, or -1 if closing."""
+        if self.close_sent or self.transport.is_closing():
+            return -1
+        self.transport.write(frames)
+        return self.transport.get_write_buffer_size()
+
+    def close_now(self, code: int, reason: str) -> None:
+        """Send a close frame now, as the app's ``websocket.close`` would, without awaiting.
+
+        The app's handler, waiting on ``receive()``, gets ``websocket.disconnect`` at once;
+        a client that does not answer within :data:`ABORT_AFTER` seconds is cut, its unsent
+        frames dropped.
+        """
+        if self.close_sent or self.transport.is_closing():
+            return
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
+        self.conn.send_close(code, reason)
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        self.close_sent = True
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        self.close_timer = self.loop.call_later(ABORT_AFTER, self.transport.abort)
+
+
+def direct_socket(websocket: WebSocket) -> HubWebSocketProtocol | None:
+    """The connection's :class:`HubWebSocketProtocol`, when it is served by one."""
+    holder = (websocket.scope.get("extensions") or {}).get(EXTENSION) or {}
+    found = holder.get("socket")
+    return found if isinstance(found, HubWebSocketProtocol) else None
