@@ -1,0 +1,330 @@
+"""A real ``signoff serve`` for the benchmarks, and cheap clients to load it.
+
+The clients are raw asyncio: one keep-alive HTTP/1.1 connection per :class:`Http`, and
+WebSocket sockets (:class:`WsCounter`) that find what they count in the raw frames without
+decoding the JSON. A benchmark of the server must not measure its own client: ``httpx`` and
+the ``websockets`` library cost tens of microseconds a call or a message, which on a 2-core
+machine is taken from the server being measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+API = "/api/v1"
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def raise_open_files() -> int:
+    """Raise this process's open-file limit to its hard limit (children inherit it)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def pct(samples: list[float], q: float) -> float:
+    """The q-quantile of samples in seconds, in milliseconds (0 when there are none)."""
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` so far, from /proc (the OS's own count)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15)
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process ``pid``, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@dataclass
+class Served:
+    """A running ``signoff serve`` process."""
+
+    process: subprocess.Popen[str]
+    port: int
+    admin: str
+
+    @property
+    def pid(self) -> int:
+        """The server's process id (``python -m signoff serve`` is that process)."""
+        return self.process.pid
+
+    @property
+    def base(self) -> str:
+        """The server's URL."""
+        return f"http://{HOST}:{self.port}"
+
+    def stop(self) -> None:
+        """Stop the server and wait for it."""
+        self.process.terminate()
+        try:
+            self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate()
+
+
+def start_server(home: Path, *options: str) -> Served:
+    """``signoff serve`` on a fresh SQLite file in ``home`` (also its config dir), once
+    /healthz answers; its log lines (warnings and worse) go to ``home/serve.log``."""
+    port = free_port()
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "SIGNOFF_LOG_LEVEL": "warning"}
+    command = [sys.executable, "-m", "signoff", "serve", "--port", str(port)]
+    command += ["--db", f"sqlite:///{home / 'bench.db'}", *options]
+    with (home / "serve.log").open("w") as log:
+        process = subprocess.Popen(  # noqa: S603 - this interpreter running signoff, our arguments
+            command, stdout=subprocess.PIPE, stderr=log, text=True, env=env
+        )
+    assert process.stdout is not None
+    admin = ""
+    for line in process.stdout:  # the banner ends with "Ctrl+C stops." once it listens
+        if line.startswith("admin token: "):
+            admin = line.split(": ", 1)[1].strip()
+        if line.startswith("Ctrl+C"):
+            break
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex((HOST, port)) == 0:
+                return Served(process, port, admin)
+        if process.poll() is not None:
+            raise SystemExit(f"signoff serve exited: {(home / 'serve.log').read_text()}")
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("signoff serve did not come up")
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection sending a bearer token; JSON in and out."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, token: str
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._auth = f"Authorization: Bearer {token}\r\n"
+
+    @classmethod
+    async def open(cls, port: int, token: str) -> Http:
+        """Connect to the server on ``port``."""
+        reader, writer = await asyncio.open_connection(HOST, port)
+        return cls(reader, writer, token)
+
+    def send(self, method: str, path: str, body: Any = None) -> None:
+        """Write one request (read its answer with :meth:`answer`)."""
+        payload = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\n{self._auth}"
+        if body is not None:
+            head += "Content-Type: application/json\r\n"
+        head += f"Content-Length: {len(payload)}\r\n\r\n"
+        self._writer.write(head.encode() + payload)
+
+    async def answer(self) -> tuple[int, bytes]:
+        """The status and body of the next response (bodies with Content-Length only)."""
+        head = await self._reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        match = _LENGTH.search(head)
+        body = await self._reader.readexactly(int(match[1])) if match else b""
+        return status, body
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        """Send a request and return its JSON answer; anything but a 2xx raises."""
+        self.send(method, path, body)
+        status, raw = await self.answer()
+        if not 200 <= status < 300:
+            raise AssertionError(f"{method} {path}: {status} {raw[:300]!r}")
+        return json.loads(raw) if raw else None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._writer.close()
+
+
+_LENGTH = re.compile(rb"(?i)\r\ncontent-length: *(\d+)")
+
+
+async def make_token(port: int, admin: str, name: str, role: str) -> str:
+    """A new token made through the API."""
+    http = await Http.open(port, admin)
+    try:
+        made = await http.call("POST", f"{API}/tokens", {"name": name, "role": role})
+    finally:
+        http.close()
+    token: str = made["token"]
+    return token
+
+
+def ws_handshake(path: str, token: str) -> bytes:
+    """A WebSocket upgrade request without extensions: frames come back uncompressed."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    return (
+        f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode()
+
+
+_DECIDED = re.compile(rb'"type": ?"decided".*?"request": ?\{"id": ?"([^"]+)"')
+_PONG = b"\x8a\x80\x00\x00\x00\x00"  # masked (with a zero key), empty
+_CLOSE = b"\x88\x82\x00\x00\x00\x00\x03\xe8"  # masked, code 1000
+
+
+@dataclass
+class WsStats:
+    """What one WebSocket saw: events in order, and when each ``decided`` event arrived."""
+
+    events: int = 0
+    heartbeats: int = 0
+    gaps: int = 0
+    repeats: int = 0
+    last_seq: int = 0
+    closed_by_server: int = 0
+    decided: list[tuple[str, float]] = field(default_factory=list)
+
+
+class WsCounter(asyncio.Protocol):
+    """A WebSocket client that counts the server's frames without decoding their JSON.
+
+    A frame's seq is read from its first bytes (``{"seq": N,``); a ``decided`` event's
+    request id is matched in the raw text only when the frame says ``decided``. Pings are
+    answered; every message is timed once per read, not per frame.
+    """
+
+    def __init__(
+        self,
+        handshake: bytes,
+        opened: asyncio.Future[None],
+        on_event: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self._handshake = handshake
+        self._opened = opened
+        self._on_event = on_event
+        self._transport: asyncio.Transport | None = None
+        self._buffer = b""
+        self._upgraded = False
+        self.stats = WsStats()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.write(self._handshake)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer + data if self._buffer else data
+        if not self._upgraded:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                self._buffer = buffer
+                return
+            if buffer[9:12] != b"101":
+                self._fail(buffer[: end + 4].decode(errors="replace"))
+                return
+            self._upgraded = True
+            if not self._opened.done():
+                self._opened.set_result(None)
+            buffer = buffer[end + 4 :]
+        arrived = time.monotonic()
+        at, size = 0, len(buffer)
+        while size - at >= 2:
+            length, start = buffer[at + 1] & 0x7F, at + 2
+            if length == 126:
+                if size - at < 4:
+                    break
+                length, start = int.from_bytes(buffer[at + 2 : at + 4]), at + 4
+            elif length == 127:
+                if size - at < 10:
+                    break
+                length, start = int.from_bytes(buffer[at + 2 : at + 10]), at + 10
+            if size < start + length:
+                break
+            self._frame(buffer[at] & 0x0F, buffer[start : start + length], arrived)
+            at = start + length
+        self._buffer = buffer[at:]
+
+    def _frame(self, opcode: int, payload: bytes, arrived: float) -> None:
+        stats = self.stats
+        if opcode == 1 and payload.startswith(b'{"seq"'):
+            colon = payload.find(b":")
+            seq = int(payload[colon + 1 : payload.find(b",", colon)])
+            if stats.last_seq and seq != stats.last_seq + 1:
+                if seq <= stats.last_seq:
+                    stats.repeats += 1
+                else:
+                    stats.gaps += 1
+            stats.last_seq = max(seq, stats.last_seq)
+            stats.events += 1
+            if b'"decided"' in payload and (found := _DECIDED.search(payload)):
+                stats.decided.append((found[1].decode(), arrived))
+            if self._on_event is not None:
+                self._on_event(payload)
+        elif opcode == 1:
+            stats.heartbeats += 1
+        elif opcode == 9 and self._transport is not None:
+            self._transport.write(_PONG)
+        elif opcode == 8:
+            stats.closed_by_server += 1
+            if self._transport is not None:
+                self._transport.close()
+
+    def _fail(self, why: str) -> None:
+        if not self._opened.done():
+            self._opened.set_exception(ConnectionError(f"WebSocket refused: {why}"))
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail("connection lost")
+
+    def close(self) -> None:
+        """Send a close frame and drop the connection."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(_CLOSE)
+            self._transport.close()
+
+
+async def open_ws(
+    port: int, token: str, on_event: Callable[[bytes], None] | None = None
+) -> WsCounter:
+    """A :class:`WsCounter` on ``/api/v1/ws``, once the server accepted it; ``on_event`` is
+    given each event's JSON text."""
+    loop = asyncio.get_running_loop()
+    opened: asyncio.Future[None] = loop.create_future()
+    handshake = ws_handshake(f"{API}/ws", token)
+    _, protocol = await loop.create_connection(
+        lambda: WsCounter(handshake, opened, on_event), HOST, port
+    )
+    await opened
+    return protocol
