@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from signoff.domain.audit import verify_chain
+from signoff.domain.audit import AuditDraft, verify_chain
+from signoff.domain.decisions import Approve, DecisionRecord
+from signoff.domain.events import EventDraft
+from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
 from signoff.errors import InvalidRequest, StoreUnavailable
+from signoff.service import Service
+from signoff.store import tables
 from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
 from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
@@ -220,3 +225,128 @@ async def test_unwritable_location_is_store_unavailable(tmp_path: Path) -> None:
     blocker.write_text("not a directory")
     with pytest.raises(StoreUnavailable):
         await SQLiteStore(blocker / "signoff.db").open()
+
+
+def _wal_pages(path: Path) -> set[int]:
+    """The database pages the WAL file beside ``path`` holds frames of."""
+    wal = Path(f"{path}-wal").read_bytes()
+    page_size = int.from_bytes(wal[8:12], "big")
+    frames = range(32, len(wal) - 24 - page_size + 1, 24 + page_size)
+    return {int.from_bytes(wal[at : at + 4], "big") for at in frames}
+
+
+def _roots(path: Path) -> dict[str, int]:
+    """Each table's and index's root page; in a file of a few rows, its only page."""
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT name, rootpage FROM sqlite_master WHERE rootpage > 0").fetchall()
+    db.close()
+    return {str(name): int(page) for name, page in rows}
+
+
+async def test_a_change_writes_no_index_of_what_was_fixed_at_submit(tmp_path: Path) -> None:
+    """Claiming a decided call writes no page of the indexes over columns fixed at submit
+    (kind, session's call ids, requester, tool, creation time) nor of who decided."""
+    path = tmp_path / "signoff.db"
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        request = approval(tool_call_id="call-1", idempotency_key="key-1")
+        await store.commit(insert(request))
+        record = DecisionRecord(decision=Approve(), decided_by="pat", decided_at=T0)
+        approved = request.model_copy(
+            update={"status": "approved", "version": 2, "decision": record}
+        )
+        await store.commit(Write(at=T0, update=approved))
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()
+        claimed = approved.model_copy(update={"status": "executing", "version": 3})
+        await store.commit(
+            Write(
+                at=T0,
+                update=claimed,
+                audit=(AuditDraft(action="claim", actor="agent", request_id=request.id),),
+                events=(EventDraft(type="status", request=claimed),),
+            )
+        )
+        written = _wal_pages(path)
+        stored = await store.get_request(request.id)
+    finally:
+        await store.close()
+    roots = _roots(path)
+    assert stored == claimed
+    assert roots["requests_status"] in written  # the WAL is read right
+    untouched = (
+        "requests_call",
+        "requests_idem",
+        "requests_created",
+        "requests_requester",
+        "requests_tool",
+        "requests_decider",
+        "request_search",
+    )
+    assert [name for name in untouched if roots[name] in written] == []
+
+
+async def test_every_column_of_a_request_stays_true_to_its_data(tmp_path: Path) -> None:
+    """After each step of approved, rejected and canceled lives, every column of the
+    request's row is what its stored data makes (a change sets only what it moves)."""
+    path = tmp_path / "signoff.db"
+    agent = Principal(name="agent", role="agent")
+    person = Principal(name="pat", role="approver")
+    async with Service(SQLiteStore(path), read_file=None) as service:
+        steps: list[str] = []
+
+        async def submit() -> str:
+            new = {"session_id": "s", "tool_name": "shell", "tool_args": {"command": "ls"}}
+            made = await service.submit({**new, "tool_call_id": f"call-{len(steps)}"}, agent)
+            steps.append(made.request.id)
+            return made.request.id
+
+        done = await submit()
+        await service.decide(done, {"type": "approve"}, person)
+        steps.append(done)
+        await service.claim(done, {"command": "ls"}, agent)
+        steps.append(done)
+        await service.complete(done, agent, result="ok")
+        steps.append(done)
+        rejected = await submit()
+        await service.decide(rejected, {"type": "reject", "reason": "no"}, person)
+        steps.append(rejected)
+        await service.cancel(await submit(), agent)
+    with sqlite3.connect(path) as db:
+        columns = ", ".join(tables.REQUESTS.columns)
+        rows = db.execute(f"SELECT {columns} FROM requests").fetchall()
+    db.close()
+    assert len(rows) == 3
+    for row in rows:
+        assert row == tables.REQUESTS.values(RequestAdapter.validate_json(row[-1]))
+    assert {row[tables.REQUESTS.columns.index("decided_by")] for row in rows} == {"pat", None}
+
+
+async def test_a_failed_write_leaves_the_chain_head_where_it_was(tmp_path: Path) -> None:
+    """A write that fails after chaining its audit entries (alone, or among others in one
+    transaction) moves no head: the writes after it chain on, and the log verifies."""
+    path = tmp_path / "signoff.db"
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        refused = approval()
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON events "
+                f"WHEN NEW.request_id = '{refused.id}' BEGIN SELECT RAISE(ABORT, 'no'); END"
+            )
+        db.close()
+        with pytest.raises(StoreUnavailable):
+            await store.commit(insert(refused))
+        await store.commit(insert(approval()))
+        writes = [insert(approval()), insert(refused), insert(approval())]
+        results = await asyncio.gather(*map(store.commit, writes), return_exceptions=True)
+        assert [isinstance(r, StoreUnavailable) for r in results] == [False, True, False]
+        entries = await store.list_audit()
+        report = verify_chain(entries, head=await store.audit_head())
+    finally:
+        await store.close()
+    assert report.ok and report.entries == 3
+    assert refused.id not in {e.request_id for e in entries}

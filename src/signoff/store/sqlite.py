@@ -109,19 +109,66 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
 
 @dataclass
 class _Job:
-    fn: Callable[[sqlite3.Connection], Any]
+    fn: Callable[[_Txn], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
-    alone: bool = False
 
 
-def _resolve(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+class _Txn:
+    """The writer's open transaction: its connection and the audit chain's head.
+
+    The head is read once per transaction and written back once, before the commit,
+    instead of read and rewritten by every write of the batch.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._head: tuple[int, str] | None = None
+        self._moved = False
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """The (seq, hash) the next audit entry chains after."""
+        if self._head is None:
+            row = self.conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
+            self._head = (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
+        return self._head
+
+    def move_head(self, seq: int, digest: str) -> None:
+        """Chain later entries after (seq, digest); kept when the write's savepoint is."""
+        self._head = (seq, digest)
+        self._moved = True
+
+    def save(self) -> tuple[tuple[int, str] | None, bool]:
+        """What :meth:`restore` puts back when a write is rolled back."""
+        return self._head, self._moved
+
+    def restore(self, saved: tuple[tuple[int, str] | None, bool]) -> None:
+        """Forget what a rolled-back write did to the head."""
+        self._head, self._moved = saved
+
+    def write_head(self) -> None:
+        """Store the head, if this transaction's writes moved it."""
+        if self._moved and self._head is not None:
+            self.conn.execute(
+                "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
+                "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+                self._head,
+            )
+
+
+_Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+
+def _resolve(outcomes: list[_Outcome]) -> None:
+    """Settle a batch's futures of one event loop (one wake-up of that loop per batch)."""
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
 
 class SQLiteStore:
@@ -186,6 +233,7 @@ class SQLiteStore:
     # -- the writer thread ---------------------------------------------------------------
 
     def _writer_main(self, ready: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        opened: _Outcome = (ready, None, None)
         try:
             conn = _connect(self.path)
             mode = _switch_to_wal(conn)
@@ -193,14 +241,12 @@ class SQLiteStore:
                 raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode")
             self._migrate(conn)
         except (sqlite3.Error, OSError) as exc:
-            loop.call_soon_threadsafe(
-                _resolve, ready, None, StoreUnavailable(f"cannot open {self.path}: {exc}")
-            )
-            return
+            opened = (ready, None, StoreUnavailable(f"cannot open {self.path}: {exc}"))
         except SignoffError as exc:
-            loop.call_soon_threadsafe(_resolve, ready, None, exc)
+            opened = (ready, None, exc)
+        loop.call_soon_threadsafe(_resolve, [opened])
+        if opened[2] is not None:
             return
-        loop.call_soon_threadsafe(_resolve, ready, None, None)
         try:
             while True:
                 first = self._jobs.get()
@@ -240,39 +286,60 @@ class SQLiteStore:
             raise
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        """Run the batch's writes in one transaction, each in its own savepoint when there
+        are several (a write alone is rolled back with the transaction), then tell each
+        caller's loop its outcomes at once."""
         outcomes: list[tuple[_Job, Any, BaseException | None]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             error = StoreUnavailable(f"cannot write {self.path}: {exc}")
-            for job in batch:
-                job.loop.call_soon_threadsafe(_resolve, job.future, None, error)
+            self._settle([(job, None, error) for job in batch])
             return
+        txn = _Txn(conn)
+        alone = len(batch) == 1
         for job in batch:
-            conn.execute("SAVEPOINT write")
+            saved = txn.save()
+            if not alone:
+                conn.execute("SAVEPOINT write")
             try:
-                result = job.fn(conn)
+                result = job.fn(txn)
             except BaseException as exc:
-                conn.execute("ROLLBACK TO write")
-                conn.execute("RELEASE write")
+                txn.restore(saved)
+                if not alone:
+                    conn.execute("ROLLBACK TO write")
+                    conn.execute("RELEASE write")
+                elif conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     exc = StoreUnavailable(f"cannot write {self.path}: {exc}")
                 outcomes.append((job, None, exc))
             else:
-                conn.execute("RELEASE write")
+                if not alone:
+                    conn.execute("RELEASE write")
                 outcomes.append((job, result, None))
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
-            outcomes = [(job, None, error) for job, _, _ in outcomes]
-        for job, result, err in outcomes:
-            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
-                job.loop.call_soon_threadsafe(_resolve, job.future, result, err)
+        if conn.in_transaction:
+            try:
+                txn.write_head()
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
+                outcomes = [(job, None, error) for job, _, _ in outcomes]
+        self._settle(outcomes)
 
-    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    @staticmethod
+    def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
+        """Hand each caller's loop its outcomes: one call (one wake-up) per loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+        for job, result, error in outcomes:
+            by_loop.setdefault(job.loop, []).append((job.future, result, error))
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the caller's loop has closed
+                loop.call_soon_threadsafe(_resolve, settled)
+
+    async def _write(self, fn: Callable[[_Txn], T]) -> T:
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
         loop = asyncio.get_running_loop()
@@ -333,7 +400,7 @@ class SQLiteStore:
 
     async def commit(self, write: Write) -> Committed:
         """Apply ``write`` atomically (batched with other writes queued at the same time)."""
-        return await self._write(lambda conn: _apply(conn, write))
+        return await self._write(lambda txn: _apply(txn, write))
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
@@ -581,7 +648,8 @@ class SQLiteStore:
     async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
         """Record ``key`` as used until ``until``; False if it already was."""
 
-        def use(conn: sqlite3.Connection) -> bool:
+        def use(txn: _Txn) -> bool:
+            conn = txn.conn
             conn.execute("DELETE FROM nonces WHERE until_us <= ?", (to_micros(now),))
             cursor = conn.execute(
                 "INSERT INTO nonces (key, until_us) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
@@ -638,9 +706,24 @@ def _duplicate_row(
 
 
 _INSERT_REQUEST = tables.insert_sql(tables.REQUESTS, tables.qmarks)
-_UPDATE_REQUEST = tables.update_sql(tables.REQUESTS, tables.qmarks)
 _INSERT_TASK = tables.insert_sql(tables.TASKS, tables.qmarks)
 _UPDATE_TASK = tables.update_sql(tables.TASKS, tables.qmarks)
+_INSERT_AUDIT = tables.insert_sql(tables.AUDIT, tables.qmarks)
+_INSERT_EVENT = "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)"
+
+# A change sets only the columns a change can move. SQLite rewrites the entry of every
+# index over a column the SET names, changed or not: setting all fourteen columns
+# dirtied ten index pages per step (WAL frames to write and sync), most of them for
+# columns fixed at submit (the request's kind, session, tool, requester, keys, creation
+# time and searchable text). Who decided is set apart, only when it differs.
+_CHANGING = ("status", "version", "expires_us", "data")
+_AT = {column: n for n, column in enumerate(tables.REQUESTS.columns)}
+_UPDATE_REQUEST = (
+    "UPDATE requests SET "  # noqa: S608 - fixed names
+    + ", ".join(f"{column} = ?" for column in _CHANGING)
+    + " WHERE id = ? AND version = ?"
+)
+_SET_DECIDER = "UPDATE requests SET decided_by = ? WHERE id = ? AND decided_by IS NOT ?"
 
 
 def _replace(conn: sqlite3.Connection, table: tables.Table[T], records: tuple[T, ...]) -> None:
@@ -664,7 +747,7 @@ def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.Req
         conn.execute(_INSERT_REQUEST, row)
     except sqlite3.IntegrityError:
         raise DuplicateRequest(request.id) from None
-    _index_text(conn, request.id, row[tables.REQUESTS.columns.index("search")])
+    _index_text(conn, request.id, row[_AT["search"]])
 
 
 def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None:
@@ -676,10 +759,18 @@ def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None
 
 def _update_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
     """Store a request's next version, if the stored one is the version before it."""
-    values = tables.update_values(json.row(request), request.version)
-    cursor = conn.execute(_UPDATE_REQUEST, values)
-    if cursor.rowcount != 1:
+    decider = request.decision.decided_by if request.decision else None
+    values = (
+        request.status,
+        request.version,
+        to_micros(request.expires_at) if request.expires_at else None,
+        json(request),
+        request.id,
+        request.version - 1,
+    )
+    if conn.execute(_UPDATE_REQUEST, values).rowcount != 1:
         raise VersionConflict(request.id)
+    conn.execute(_SET_DECIDER, (decider, request.id, decider))
 
 
 def _store_task(conn: sqlite3.Connection, task: Task) -> None:
@@ -698,39 +789,33 @@ def _store_task(conn: sqlite3.Connection, task: Task) -> None:
     )
 
 
-def _append_audit(conn: sqlite3.Connection, write: Write) -> list[AuditEntry]:
-    """Chain the write's audit entries after the stored head, and move the head."""
+def _append_audit(txn: _Txn, write: Write) -> list[AuditEntry]:
+    """Chain the write's audit entries after the transaction's head, and move the head."""
     if not write.audit:
         return []
-    head = conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
-    seq, prev = (int(head[0]), str(head[1])) if head else (0, GENESIS_HASH)
+    seq, prev = txn.head
     chain = tables.chain_audit(write.audit, write.at, seq, prev)
-    conn.executemany(tables.insert_sql(tables.AUDIT, tables.qmarks), chain.rows)
-    conn.execute(
-        "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
-        "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-        (chain.seq, chain.hash),
-    )
+    txn.conn.executemany(_INSERT_AUDIT, chain.rows)
+    txn.move_head(chain.seq, chain.hash)
     return chain.entries
 
 
 def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[Event]:
     """Append the write's events; SQLite numbers them."""
     events: list[Event] = []
+    at = write.at.isoformat()
     for draft in write.events:
-        cursor = conn.execute(
-            "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)",
-            (draft.type, write.at.isoformat(), draft.request.id, json(draft.request)),
-        )
-        assert cursor.lastrowid is not None
-        events.append(
-            Event(seq=cursor.lastrowid, type=draft.type, at=write.at, request=draft.request)
-        )
+        request = draft.request
+        seq = conn.execute(_INSERT_EVENT, (draft.type, at, request.id, json(request))).lastrowid
+        assert seq is not None
+        # the draft's fields are valid already: no need to check them again
+        events.append(Event.model_construct(seq=seq, type=draft.type, at=write.at, request=request))
     return events
 
 
-def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
+def _apply(txn: _Txn, write: Write) -> Committed:
     """Run one write inside the batch's transaction (and its own savepoint)."""
+    conn = txn.conn
     json = tables.RequestJson()
     if write.insert is not None:
         _insert_request(conn, write.insert, json)
@@ -755,7 +840,7 @@ def _apply(conn: sqlite3.Connection, write: Write) -> Committed:
             "DELETE FROM person_links WHERE id = ?",
             [(tables.link_key(*key),) for key in write.removed_links],
         )
-    audit = _append_audit(conn, write)
+    audit = _append_audit(txn, write)
     events = _append_events(conn, write, json)
     return Committed(events=tuple(events), audit=tuple(audit))
 
