@@ -323,7 +323,8 @@ class Service:
             settled=settled,
         )
         audit: list[AuditDraft] = [
-            AuditDraft(
+            # the request was just validated: its JSON form needs no second check
+            AuditDraft.model_construct(
                 action="submit",
                 actor=principal.name,
                 request_id=request.id,
