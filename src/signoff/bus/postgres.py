@@ -56,7 +56,17 @@ class PostgresEventFollower(EventLogFollower):
         self.reconnects = 0
         """How many times the listening connection was re-established (for tests, metrics)."""
 
-    def _notified(self, *_: object) -> None:
+    def _notified(self, _connection: object, _pid: int, _channel: str, payload: str) -> None:
+        # A commit of this process needs no read: its service has published it already.
+        # Only when every seq from the cursor to the notified one is such a commit can the
+        # cursor skip ahead; otherwise another server's commit is in between, to be read.
+        with contextlib.suppress(ValueError):
+            last = int(payload)
+            if last > self._cursor and all(
+                self._bus.already_published(seq) for seq in range(self._cursor + 1, last + 1)
+            ):
+                self._cursor = last
+                return
         self._wake.set()
 
     async def _listen(self) -> None:

@@ -8,20 +8,32 @@ rows, and advances it: writers on every server queue there, so audit and event s
 gap-free and become visible in commit order, and the chain links in that same order.
 A write that appends events also runs ``pg_notify('signoff_events', <last seq>)`` in its
 transaction, so listeners elsewhere wake exactly when it commits.
+
+The lock on ``log_head`` is what every server's writers queue on, so it is held only
+inside the database: the ``signoff_append`` function (migration 6) takes it, chains the
+audit entries (sha256 in the database, over the same bytes
+:func:`~signoff.domain.audit.entry_hash` hashes), numbers and stores the entries and
+events, moves the head and notifies, with no round trip to a client in between. A write
+that stores only its request (the life of a request: submit, decide, claim, report) is
+one statement, its request row in a CTE and the append after it, run as its own implicit
+transaction: one round trip, BEGIN and COMMIT included, and a VersionConflict or
+DuplicateRequest leaves nothing behind because the append runs only on the CTE's row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
+from signoff.domain.audit import GENESIS_HASH, AuditDraft, AuditEntry, LogCoverage, committed_entry
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
@@ -100,11 +112,58 @@ def _lost(exc: BaseException) -> bool:
     return isinstance(exc, _LOST) and not isinstance(exc, TimeoutError)
 
 
+async def _keep_session(conn: Any) -> None:
+    """The pool's reset on release: nothing beyond asyncpg's own rollback of an open transaction.
+
+    The default reset is one more round trip per use of a connection (``RESET ALL``,
+    ``UNLISTEN *``, ``CLOSE ALL``, advisory unlocks), undoing what this store never does on a
+    pooled connection: it sets no session setting, listens nowhere, opens no cursor and takes
+    only transaction-scoped advisory locks.
+    """
+
+
 async def _release(pool: Any, conn: Any) -> None:
     # A failed release (the reset query on a connection that has just died) has already
     # terminated the connection; the work done on it stands as it is, committed or not.
     with contextlib.suppress(*_FAILURES):
         await pool.release(conn)
+
+
+_RECENT_EVENTS = 2048
+"""How many of the newest events a store keeps parsed, for its process's readers."""
+
+
+class _RecentEvents:
+    """The events this process committed or read lately, by seq.
+
+    Every reader of the log in a server (the follower, each live stream's catch-up, the
+    webhook and notification dispatchers) reads the same few newest events, and on several
+    servers a reader goes back to the log whenever another server's commit reaches this
+    bus after a later one of its own. A committed event never changes, so each is parsed
+    once here and the others get the same (frozen) object, its row sent without its data.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._events: dict[int, Event] = {}
+        self._newest = 0
+
+    def add(self, events: Iterable[Event]) -> None:
+        """Keep ``events``; past the size, forget the oldest quarter."""
+        for event in events:
+            self._events[event.seq] = event
+            self._newest = max(self._newest, event.seq)
+        if len(self._events) > self._size:
+            for seq in sorted(self._events)[: len(self._events) - self._size * 3 // 4]:
+                del self._events[seq]
+
+    def between(self, after_seq: int, last_seq: int) -> dict[int, Event]:
+        """The events held with ``after_seq < seq <= last_seq``."""
+        events = self._events
+        last_seq = min(last_seq, self._newest)
+        if last_seq - after_seq > len(events):
+            return {seq: e for seq, e in events.items() if after_seq < seq <= last_seq}
+        return {seq: events[seq] for seq in range(after_seq + 1, last_seq + 1) if seq in events}
 
 
 class PostgresStore:
@@ -130,6 +189,7 @@ class PostgresStore:
         self._connect_timeout = connect_timeout
         self._where = _where(dsn)
         self._pool: Any = None
+        self._recent = _RecentEvents(_RECENT_EVENTS)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -147,6 +207,7 @@ class PostgresStore:
                 max_size=self._max_size,
                 timeout=self._connect_timeout,
                 server_settings=settings,
+                reset=_keep_session,
             )
         except (*_FAILURES, ValueError) as exc:
             raise StoreUnavailable(f"cannot connect to {self._where}: {_one_line(exc)}") from None
@@ -248,17 +309,26 @@ class PostgresStore:
         is tried once more on another connection. One lost while COMMIT was on its way may
         or may not have committed: that fails as StoreUnavailable, never tried twice.
         """
+        statement = _one_statement(write)
         for attempt in range(2):
             pool = self._open_pool()
             committing = False
             try:
                 conn = await pool.acquire()
                 try:
-                    async with conn.transaction():  # COMMIT is sent on leaving the block
-                        committed = await _apply(conn, write)
-                        committing = True
+                    if statement is not None:
+                        # the statement is its own transaction: sending it is committing
+                        committing = not conn.is_closed()
+                        committed = await statement.run(conn)
+                    else:
+                        async with conn.transaction():  # COMMIT is sent on leaving the block
+                            committed = await _apply(conn, write)
+                            committing = True
                 finally:
                     await _release(pool, conn)
+                if committed is None:
+                    raise await self._refusal(write)
+                self._recent.add(committed.events)
                 return committed
             except SignoffError:
                 raise
@@ -268,6 +338,27 @@ class PostgresStore:
                     continue
                 raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
         raise AssertionError("unreachable")
+
+    async def _refusal(self, write: Write) -> SignoffError:
+        """Why a one-statement write stored nothing: its request clashed or moved on."""
+        if write.update is not None:
+            return VersionConflict(write.update.id)
+        request = write.insert
+        assert request is not None
+
+        async def read(pool: Any) -> tuple[str, str] | None:
+            async with pool.acquire() as conn:
+                return await _duplicate_row(
+                    conn,
+                    request.session_id,
+                    request.tool_call_id if isinstance(request, ApprovalRequest) else None,
+                    request.requested_by,
+                    request.idempotency_key,
+                )
+
+        # ON CONFLICT waited for the clashing insert to commit, so a new snapshot sees it
+        existing = await self._read(read)
+        return DuplicateRequest(existing[0] if existing else request.id)
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
@@ -396,13 +487,18 @@ class PostgresStore:
         )
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
-        """Events after ``after_seq``, in order."""
+        """Events after ``after_seq``, in order; those parsed here lately are not sent again."""
+        held = self._recent.between(after_seq, after_seq + limit)
         rows = await self._fetch(
-            "SELECT seq, type, at, data FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
+            "SELECT seq, type, at, CASE WHEN seq = ANY($3::bigint[]) THEN NULL ELSE data END "
+            "FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
             after_seq,
             limit,
+            list(held),
         )
-        return [tables.event_from_row(r) for r in rows]
+        events = [held[r[0]] if r[3] is None else tables.event_from_row(r) for r in rows]
+        self._recent.add(events)
+        return events
 
     async def last_event_seq(self) -> int:
         """The newest committed event's seq (0 when none)."""
@@ -658,61 +754,141 @@ SELECT
 """
 """What :meth:`PostgresStore.audit_coverage` counts, in one snapshot."""
 
-_APPEND = """
-WITH audit_rows AS (
-    INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status, details,
-                       prev_hash, hash)
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-), event_rows AS (
-    INSERT INTO events (seq, type, at, request_id, data)
-    SELECT * FROM unnest($11::bigint[], $12::text[], $13::text[], $14::text[], $15::text[])
-), head AS (
-    UPDATE log_head SET audit_seq = $16, audit_hash = $17, event_seq = $18 WHERE id = 1
-)
-SELECT CASE WHEN $19 THEN pg_notify($20, $21) END
-"""
-"""Appends a write's audit entries and events, advances the head, and notifies (if events)."""
+_APPEND_PARAMETERS = ("text", "text", *("text[]",) * 11, "text")
+"""The types of ``signoff_append``'s parameters (migration 6), in order."""
 
 
-def _columns(rows: list[tuple[object, ...]], width: int) -> list[list[object]]:
-    """Rows as ``width`` column arrays, for ``unnest``."""
-    return [[row[n] for row in rows] for n in range(width)]
+def _append_call(first: int) -> str:
+    """``signoff_append(...)`` called with parameters numbered from ``first``."""
+    marks = ", ".join(f"${first + n}::{kind}" for n, kind in enumerate(_APPEND_PARAMETERS))
+    return f"signoff_append({marks})"
+
+
+def _hash_parts(draft: AuditDraft, stamp: str, details_json: str) -> tuple[str, str]:
+    """What :func:`~signoff.domain.audit.entry_hash` hashes after the previous hash and a
+    newline, split around the entry's seq: the canonical header up to ``"seq":`` and the
+    rest (the keys sorting after ``seq``, a newline, the canonical details)."""
+    before = canonical_json(
+        {
+            "action": draft.action,
+            "actor": draft.actor,
+            "at": stamp,
+            "from_status": draft.from_status,
+            "request_id": draft.request_id,
+        }
+    )
+    head = before[:-1] + ',"seq":'
+    tail = ',"to_status":' + canonical_json(draft.to_status) + "}\n" + details_json
+    return head, tail
+
+
+def _append_values(write: Write, json: tables.RequestJson) -> tuple[object, ...]:
+    """``signoff_append``'s arguments for the write's audit entries and events."""
+    stamp = write.at.isoformat()
+    details = [canonical_json(draft.details) for draft in write.audit]
+    parts = [_hash_parts(d, stamp, text) for d, text in zip(write.audit, details, strict=True)]
+    return (
+        stamp,
+        GENESIS_HASH,
+        [draft.request_id for draft in write.audit],
+        [draft.action for draft in write.audit],
+        [draft.actor for draft in write.audit],
+        [draft.from_status for draft in write.audit],
+        [draft.to_status for draft in write.audit],
+        details,
+        [head for head, _ in parts],
+        [tail for _, tail in parts],
+        [draft.type for draft in write.events],
+        [draft.request.id for draft in write.events],
+        [json(draft.request) for draft in write.events],
+        EVENTS_CHANNEL,
+    )
+
+
+def _committed(write: Write, appended: Any) -> Committed:
+    """The write's entries and events as ``signoff_append`` numbered and chained them."""
+    first_seq, prev, first_event, hashes = appended
+    entries: list[AuditEntry] = []
+    for n, (draft, digest) in enumerate(zip(write.audit, hashes, strict=True)):
+        entries.append(
+            committed_entry(draft, seq=first_seq + n, at=write.at, prev_hash=prev, hash=digest)
+        )
+        prev = digest
+    events = tuple(
+        Event(seq=first_event + n, type=draft.type, at=write.at, request=draft.request)
+        for n, draft in enumerate(write.events)
+    )
+    return Committed(events=events, audit=tuple(entries))
 
 
 async def _append_logs(conn: Any, write: Write, json: tables.RequestJson) -> Committed:
-    """Chain the write's audit entries and number its events after the head, then store
-    them, move the head and notify listeners."""
-    # Last, after this write's own rows: whoever holds the head holds no other lock
-    # anyone waits on, so queueing here cannot deadlock.
-    head = await conn.fetchrow(
-        "SELECT audit_seq, audit_hash, event_seq FROM log_head WHERE id = 1 FOR UPDATE"
+    """Append the write's audit entries and events, last in its transaction."""
+    appended = await conn.fetchval(f"SELECT {_append_call(1)}", *_append_values(write, json))
+    return _committed(write, appended)
+
+
+def _statement_sql(request: str | None, parameters: int, logs: bool) -> str:
+    """One write as one statement: the request's insert or update (if any) in a CTE, then
+    the append, which runs only if the CTE returned its row."""
+    append = _append_call(parameters + 1) if logs else "NULL"
+    if request is None:
+        return f"SELECT {append}"
+    return f"WITH stored AS ({request}) SELECT {append} FROM stored"  # noqa: S608 - fixed names
+
+
+_REQUEST_PARAMETERS = len(tables.REQUESTS.columns)
+_STATEMENTS = {
+    (kind, logs): _statement_sql(sql, parameters, logs)
+    for kind, sql, parameters in (
+        ("insert", _INSERT_REQUEST, _REQUEST_PARAMETERS),
+        ("update", _UPDATE_REQUEST, _REQUEST_PARAMETERS + 1),
+        ("none", None, 0),
     )
-    if head is None:
-        raise StoreUnavailable("the log_head row is missing: the schema was damaged")
-    chain = tables.chain_audit(write.audit, write.at, int(head[0]), head[1] or GENESIS_HASH)
-    at = write.at.isoformat()
-    event_seq = int(head[2])
-    events: list[Event] = []
-    event_rows: list[tuple[object, ...]] = []
-    for draft in write.events:
-        event_seq += 1
-        event_rows.append((event_seq, draft.type, at, draft.request.id, json(draft.request)))
-        events.append(Event(seq=event_seq, type=draft.type, at=write.at, request=draft.request))
-    # The entries, the events, the head and the NOTIFY in one statement: one round trip
-    # instead of four, while this transaction holds the head every writer queues on.
-    await conn.execute(
-        _APPEND,
-        *_columns(chain.rows, len(tables.AUDIT.columns)),
-        *_columns(event_rows, 5),
-        chain.seq,
-        chain.hash if chain.rows else head[1],
-        event_seq,
-        bool(event_rows),
-        EVENTS_CHANNEL,
-        str(event_seq),
-    )
-    return Committed(events=tuple(events), audit=tuple(chain.entries))
+    for logs in (True, False)
+}
+"""The one-statement writes, by what they do to a request and whether they append."""
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """A write that is one statement, and so its own implicit transaction."""
+
+    write: Write
+    sql: str
+    values: tuple[object, ...]
+    logs: bool
+
+    async def run(self, conn: Any) -> Committed | None:
+        """Commit it; None when its request clashed or moved on (nothing was stored)."""
+        row = await conn.fetchrow(self.sql, *self.values)
+        if row is None:
+            return None
+        return _committed(self.write, row[0]) if self.logs else Committed()
+
+
+def _one_statement(write: Write) -> _Statement | None:
+    """The write as one statement, if it changes at most one request besides the logs."""
+    # whatever else a write may carry (now or in a later version of Write) needs the
+    # transaction: compare with the same write stripped of what one statement can do
+    rest = replace(write, insert=None, update=None, audit=(), events=())
+    if rest != Write(at=write.at) or (write.insert is not None and write.update is not None):
+        return None
+    logs = bool(write.audit or write.events)
+    json = tables.RequestJson()
+    values: tuple[object, ...] = ()
+    if write.insert is not None:
+        kind = "insert"
+        values = json.row(write.insert)
+    elif write.update is not None:
+        kind = "update"
+        values = tables.update_values(json.row(write.update), write.update.version)
+    elif logs:
+        kind = "none"
+    else:
+        return None
+    if logs:
+        values = (*values, *_append_values(write, json))
+    return _Statement(write=write, sql=_STATEMENTS[kind, logs], values=values, logs=logs)
 
 
 async def _apply(conn: Any, write: Write) -> Committed:

@@ -105,7 +105,90 @@ END $$;
 """
 _HISTORY = "".join((ddl.HISTORY_COLUMNS, _SEARCH, ddl.HISTORY_INDEXES))
 
-MIGRATIONS: tuple[str, ...] = (_INITIAL, _SESSIONS, ddl.CALL_PER_REQUESTER, _NOTIFY, _HISTORY)
+# Appending to the logs inside the database, so the transaction that holds ``log_head``
+# never waits on a client: the lock is taken, the audit entries chained and numbered, the
+# events numbered, the rows stored, the head moved and the listeners notified in one call,
+# in the same statement (and, for a write that only stores its request, the same implicit
+# transaction) as the write's own rows. Each entry's hash is sha256 of the hash before it,
+# a newline, ``head || seq || tail`` and nothing else: the client sends the canonical JSON
+# header around the seq it cannot know yet (``head`` ends with ``"seq":``, ``tail`` holds the
+# keys after it, a newline and the canonical details), exactly what
+# signoff.domain.audit.entry_hash hashes, so the chain verifies as before.
+_APPEND_IN_DATABASE = """
+CREATE FUNCTION signoff_append(
+    stamp TEXT,
+    genesis TEXT,
+    audit_request_ids TEXT[],
+    actions TEXT[],
+    actors TEXT[],
+    from_statuses TEXT[],
+    to_statuses TEXT[],
+    details TEXT[],
+    heads TEXT[],
+    tails TEXT[],
+    event_types TEXT[],
+    event_request_ids TEXT[],
+    event_data TEXT[],
+    channel TEXT,
+    OUT first_audit_seq BIGINT,
+    OUT first_prev_hash TEXT,
+    OUT first_event_seq BIGINT,
+    OUT hashes TEXT[]
+) LANGUAGE plpgsql AS $$
+DECLARE
+    entries INTEGER := coalesce(array_length(actions, 1), 0);
+    events INTEGER := coalesce(array_length(event_types, 1), 0);
+    head_seq BIGINT;
+    head_hash TEXT;
+    head_event BIGINT;
+    prev TEXT;
+    digest TEXT;
+BEGIN
+    SELECT h.audit_seq, h.audit_hash, h.event_seq INTO head_seq, head_hash, head_event
+        FROM log_head h WHERE h.id = 1 FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the log_head row is missing: the schema was damaged';
+    END IF;
+    first_audit_seq := head_seq + 1;
+    first_prev_hash := coalesce(head_hash, genesis);
+    first_event_seq := head_event + 1;
+    hashes := ARRAY[]::TEXT[];
+    prev := first_prev_hash;
+    FOR n IN 1 .. entries LOOP
+        digest := encode(sha256(convert_to(
+            prev || E'\n' || heads[n] || (head_seq + n)::TEXT || tails[n], 'UTF8')), 'hex');
+        INSERT INTO audit (seq, request_id, at, action, actor, from_status, to_status,
+                           details, prev_hash, hash)
+            VALUES (head_seq + n, audit_request_ids[n], stamp, actions[n], actors[n],
+                    from_statuses[n], to_statuses[n], details[n], prev, digest);
+        hashes := hashes || digest;
+        prev := digest;
+    END LOOP;
+    IF events > 0 THEN
+        INSERT INTO events (seq, type, at, request_id, data)
+            SELECT head_event + e.n, e.type, stamp, e.request_id, e.data
+            FROM unnest(event_types, event_request_ids, event_data)
+                WITH ORDINALITY AS e(type, request_id, data, n);
+    END IF;
+    UPDATE log_head SET audit_seq = head_seq + entries,
+        audit_hash = CASE WHEN entries > 0 THEN prev ELSE audit_hash END,
+        event_seq = head_event + events
+        WHERE id = 1;
+    IF events > 0 THEN
+        PERFORM pg_notify(channel, (head_event + events)::TEXT);
+    END IF;
+END
+$$;
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _INITIAL,
+    _SESSIONS,
+    ddl.CALL_PER_REQUESTER,
+    _NOTIFY,
+    _HISTORY,
+    _APPEND_IN_DATABASE,
+)
 """Migration N is ``MIGRATIONS[N - 1]``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
