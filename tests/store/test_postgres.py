@@ -10,10 +10,10 @@ from datetime import timedelta
 import pytest
 
 from signoff.config import open_store
-from signoff.domain.audit import AuditDraft, verify_chain
+from signoff.domain.audit import GENESIS_HASH, AuditDraft, entry_hash, verify_chain
 from signoff.domain.events import EventDraft
 from signoff.domain.grants import Grant
-from signoff.domain.requests import RequestAdapter
+from signoff.domain.requests import ApprovalRequest, RequestAdapter
 from signoff.errors import StoreUnavailable
 from signoff.store.base import (
     Committed,
@@ -329,3 +329,138 @@ def test_schema_names_are_checked() -> None:
     """A schema name that is not a plain lower-case identifier is refused before any SQL."""
     with pytest.raises(ValueError, match="schema"):
         PostgresStore("postgresql://h/db", schema='x"; DROP TABLE requests; --')
+
+
+def decided(request: ApprovalRequest, actor: str, details: dict[str, object]) -> Write:
+    """The write approving ``request``: its next version, one audit entry, one event."""
+    changed = request.model_copy(update={"status": "approved", "version": request.version + 1})
+    return Write(
+        at=T0 + timedelta(seconds=1),
+        update=changed,
+        audit=(AuditDraft(action="decide", actor=actor, request_id=request.id, details=details),),
+        events=(EventDraft(type="decided", request=changed),),
+    )
+
+
+async def test_a_request_write_is_one_statement(pg: tuple[str, str]) -> None:
+    """Submitting and deciding each send one statement, BEGIN and COMMIT folded in."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema, min_size=1, max_size=1)
+    await store.open()
+    sent: list[str] = []
+    try:
+        async with store._pool.acquire() as conn:  # the pool's one connection
+            conn.add_query_logger(lambda record: sent.append(record.query))
+        await store.commit(insert(approval()))  # asyncpg prepares and introspects once
+        request = approval()
+        sent.clear()
+        await store.commit(insert(request))
+        await store.commit(decided(request, "alice", {}))
+        assert len(sent) == 2, sent
+        with pytest.raises(VersionConflict):
+            await store.commit(decided(request, "bob", {}))
+        assert [e.seq for e in await store.list_events()] == [1, 2, 3]
+    finally:
+        await store.close()
+
+
+async def test_the_chain_hashed_in_the_database_verifies(pg: tuple[str, str]) -> None:
+    """Entries chained by the database carry entry_hash's hashes, whatever their text holds."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    odd = 'Zoë "q" \\ \n\t\u2028 😀 </script>'  # a NUL is no text column's; JSON escapes it
+    try:
+        requests = [approval(), approval()]
+        for request in requests:
+            await store.commit(insert(request))
+        committed = await store.commit(decided(requests[0], odd, {"why": odd + "\x00", "n": [1.5]}))
+        two = Write(
+            at=T0 + timedelta(seconds=2),
+            audit=(
+                AuditDraft(action="note", actor="a", request_id=None, details={odd: {"k": odd}}),
+                AuditDraft(action="note", actor=odd, request_id=requests[1].id, to_status="x"),
+            ),
+        )
+        both = await store.commit(two)
+        entries = await store.list_audit()
+        assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
+        assert entries[2:] == [*committed.audit, *both.audit]
+        for entry in entries:
+            draft = AuditDraft(
+                action=entry.action,
+                actor=entry.actor,
+                request_id=entry.request_id,
+                from_status=entry.from_status,
+                to_status=entry.to_status,
+                details=entry.details,
+            )
+            assert entry.hash == entry_hash(
+                prev_hash=entry.prev_hash, seq=entry.seq, at=entry.at, draft=draft
+            )
+        report = verify_chain(entries, head=await store.audit_head())
+        assert report.ok and report.entries == 5
+    finally:
+        await store.close()
+
+
+async def test_a_version_5_database_keeps_its_chain_after_the_upgrade(
+    pg: tuple[str, str],
+) -> None:
+    """A database written before migration 6 upgrades, and new entries chain onto its head."""
+    dsn, schema = pg
+    old = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        await old.execute(f"CREATE SCHEMA {schema}")
+        await old.execute(
+            "CREATE TABLE schema_version "
+            "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        for sql in MIGRATIONS[:5]:
+            await old.execute(sql)
+        await old.execute("INSERT INTO schema_version VALUES (1, 5)")
+        # what a version-5 server stored: one entry chained in Python, one event
+        draft = AuditDraft(action="submit", actor="agent", request_id="req_old", to_status="p")
+        digest = entry_hash(prev_hash=GENESIS_HASH, seq=1, at=T0, draft=draft)
+        await old.execute(
+            "INSERT INTO audit VALUES "
+            "(1, 'req_old', $1, 'submit', 'agent', NULL, 'p', '{}', $2, $3)",
+            T0.isoformat(),
+            GENESIS_HASH,
+            digest,
+        )
+        await old.execute(
+            "UPDATE log_head SET audit_seq = 1, audit_hash = $1, event_seq = 7", digest
+        )
+    finally:
+        await old.close()
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        request = approval()
+        committed = await store.commit(insert(request))
+        assert [e.seq for e in committed.events] == [8]
+        assert [(e.seq, e.prev_hash) for e in committed.audit] == [(2, digest)]
+        report = verify_chain(await store.list_audit(), head=await store.audit_head())
+        assert report.ok and report.entries == 2
+    finally:
+        await store.close()
+
+
+async def test_events_read_again_are_the_ones_parsed_before(pg: tuple[str, str]) -> None:
+    """The newest events are parsed once per process: committed or read, later reads share them."""
+    dsn, schema = pg
+    a, b = PostgresStore(dsn, schema=schema), PostgresStore(dsn, schema=schema)
+    await a.open()
+    await b.open()
+    try:
+        mine = await a.commit(insert(approval()))
+        theirs = await b.commit(insert(approval()))
+        first = await a.list_events()
+        assert [e.seq for e in first] == [1, 2]
+        assert first[0] is mine.events[0] and first[1] == theirs.events[0]
+        again = await a.list_events(after_seq=0, limit=5)
+        assert all(x is y for x, y in zip(again, first, strict=True))
+    finally:
+        await a.close()
+        await b.close()
