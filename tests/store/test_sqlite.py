@@ -350,3 +350,31 @@ async def test_a_failed_write_leaves_the_chain_head_where_it_was(tmp_path: Path)
         await store.close()
     assert report.ok and report.entries == 3
     assert refused.id not in {e.request_id for e in entries}
+
+
+async def test_a_store_reads_what_another_process_wrote_after_it(tmp_path: Path) -> None:
+    """A request and events another store on the same file wrote since are read as stored,
+    not as this store last wrote or read them (it keeps its own writes parsed)."""
+    path = tmp_path / "signoff.db"
+    mine, theirs = SQLiteStore(path), SQLiteStore(path)
+    await mine.open()
+    await theirs.open()
+    try:
+        request = approval()
+        await mine.commit(insert(request))
+        assert await mine.get_request(request.id) == request
+        changed = request.model_copy(update={"status": "rejected", "version": 2})
+        await theirs.commit(
+            Write(at=T0, update=changed, events=(EventDraft(type="decided", request=changed),))
+        )
+        with pytest.raises(VersionConflict):
+            await mine.commit(Write(at=T0, update=request.model_copy(update={"version": 2})))
+        assert await mine.get_request(request.id) == changed
+        events = await mine.list_events()
+    finally:
+        await mine.close()
+        await theirs.close()
+    assert [(e.seq, e.type, e.request) for e in events] == [
+        (1, "created", request),
+        (2, "decided", changed),
+    ]

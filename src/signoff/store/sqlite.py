@@ -125,6 +125,10 @@ class _Txn:
         self.conn = conn
         self._head: tuple[int, str] | None = None
         self._moved = False
+        self.requests: list[tuple[str, Request]] = []
+        """Requests written, with their stored JSON (for :class:`_Known`, once committed)."""
+        self.events: list[Event] = []
+        """Events appended (likewise)."""
 
     @property
     def head(self) -> tuple[int, str]:
@@ -139,13 +143,15 @@ class _Txn:
         self._head = (seq, digest)
         self._moved = True
 
-    def save(self) -> tuple[tuple[int, str] | None, bool]:
+    def save(self) -> tuple[tuple[int, str] | None, bool, int, int]:
         """What :meth:`restore` puts back when a write is rolled back."""
-        return self._head, self._moved
+        return self._head, self._moved, len(self.requests), len(self.events)
 
-    def restore(self, saved: tuple[tuple[int, str] | None, bool]) -> None:
-        """Forget what a rolled-back write did to the head."""
-        self._head, self._moved = saved
+    def restore(self, saved: tuple[tuple[int, str] | None, bool, int, int]) -> None:
+        """Forget what a rolled-back write did to the head and wrote."""
+        self._head, self._moved, requests, events = saved
+        del self.requests[requests:]
+        del self.events[events:]
 
     def write_head(self) -> None:
         """Store the head, if this transaction's writes moved it."""
@@ -158,6 +164,41 @@ class _Txn:
 
 
 _Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+_KNOWN = 4096
+"""How many recently written requests and events a store keeps parsed."""
+
+
+class _Known:
+    """The requests and events this store wrote lately, as the records they were made from.
+
+    A read that finds a row holding exactly the text written for it returns the record
+    instead of parsing and validating the text again: the follower reads back every event
+    this process wrote, and a waiter reads the request just submitted. Rows written by
+    other processes, or changed since, are parsed as before. The writer thread adds only
+    after its commit; readers on other threads look up (single dict operations, atomic).
+    """
+
+    def __init__(self) -> None:
+        self.requests: dict[str, tuple[str, Request]] = {}
+        self.events: dict[int, Event] = {}
+
+    def add(self, requests: list[tuple[str, Request]], events: list[Event]) -> None:
+        """Remember what a committed transaction wrote, forgetting all at the limit."""
+        if len(self.requests) > _KNOWN:
+            self.requests = {}
+        if len(self.events) > _KNOWN:
+            self.events = {}
+        for text, request in requests:
+            self.requests[request.id] = (text, request)
+        for event in events:
+            self.events[event.seq] = event
+
+    def request(self, text: str) -> Request:
+        """The request ``text`` holds: the one written as it, or parsed."""
+        parsed = RequestAdapter.validate_json(text)
+        self.requests[parsed.id] = (text, parsed)
+        return parsed
 
 
 def _resolve(outcomes: list[_Outcome]) -> None:
@@ -183,6 +224,7 @@ class SQLiteStore:
         self._read_conns: list[sqlite3.Connection] = []
         self._read_lock = threading.Lock()
         self._lookup_conn: sqlite3.Connection | None = None
+        self._known = _Known()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -327,6 +369,8 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                 error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
+            else:
+                self._known.add(txn.requests, txn.events)
         self._settle(outcomes)
 
     @staticmethod
@@ -404,9 +448,18 @@ class SQLiteStore:
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
-        return self._lookup_one(
-            RequestAdapter.validate_json, "SELECT data FROM requests WHERE id = ?", request_id
-        )
+
+        def q(conn: sqlite3.Connection) -> Request | None:
+            row = conn.execute("SELECT data FROM requests WHERE id = ?", (request_id,)).fetchone()
+            if row is None:
+                return None
+            # parsed only if this store did not write (or read) this very text lately
+            known = self._known.requests.get(request_id)
+            if known is not None and known[0] == row[0]:
+                return known[1]
+            return self._known.request(row[0])
+
+        return self._lookup(q)
 
     async def find_duplicate(
         self,
@@ -552,7 +605,9 @@ class SQLiteStore:
                 "SELECT seq, type, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             )
-            return [tables.event_from_row(r) for r in rows]
+            # an event is never changed: one this store wrote is the record it wrote
+            known = self._known.events
+            return [known.get(r[0]) or tables.event_from_row(r) for r in rows]
 
         return await self._read(q)
 
@@ -842,6 +897,8 @@ def _apply(txn: _Txn, write: Write) -> Committed:
         )
     audit = _append_audit(txn, write)
     events = _append_events(conn, write, json)
+    txn.requests.extend((json(r), r) for r in (write.insert, write.update) if r is not None)
+    txn.events.extend(events)
     return Committed(events=tuple(events), audit=tuple(audit))
 
 
