@@ -157,6 +157,10 @@ class _RecentEvents:
             for seq in sorted(self._events)[: len(self._events) - self._size * 3 // 4]:
                 del self._events[seq]
 
+    def get(self, seq: int) -> Event | None:
+        """The event with this seq, if held."""
+        return self._events.get(seq)
+
     def between(self, after_seq: int, last_seq: int) -> dict[int, Event]:
         """The events held with ``after_seq < seq <= last_seq``."""
         events = self._events
@@ -496,7 +500,12 @@ class PostgresStore:
             limit,
             list(held),
         )
-        events = [held[r[0]] if r[3] is None else tables.event_from_row(r) for r in rows]
+        # another reader's rows may have come first and been parsed while these were on
+        # their way: a server's readers all go to the log at once, on the same commit
+        events = [
+            held[r[0]] if r[3] is None else self._recent.get(r[0]) or tables.event_from_row(r)
+            for r in rows
+        ]
         self._recent.add(events)
         return events
 
