@@ -3,10 +3,11 @@
 For each count, starts that many real ``signoff serve`` processes on a fresh database and
 runs ``--agents`` HTTP agents spread round-robin over them, each looping: submit, a person
 approves (on another node), long-poll ``wait``, claim, report. Prints lifecycles per second
-and the ratio to one server, measured in the same run. On a 2-core machine the servers,
+and the ratio to one server, measured in the same run, and the CPU time the servers (all
+of them together, from /proc) spent per lifecycle. On a 2-core machine the servers,
 PostgreSQL and this client share the cores, which bounds what more servers can add.
 
-    python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--dsn URL]
+    python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ from tests.serving import Server, bearer, free_port, start_server
 API = "/api/v1"
 
 
-async def measure(servers: list[Server], lifecycles: int, agents: int) -> float:
-    """Lifecycles per second over these servers."""
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(servers: list[Server], lifecycles: int, agents: int) -> tuple[float, float]:
+    """Lifecycles per second over these servers, and their CPU milliseconds per lifecycle."""
     admin = servers[0].admin_token
     assert admin is not None
     async with httpx.AsyncClient(base_url=servers[0].base, headers=bearer(admin)) as http:
@@ -69,20 +76,22 @@ async def measure(servers: list[Server], lifecycles: int, agents: int) -> float:
             )
             done += 1
 
+    cpu = sum(cpu_seconds(s.process.pid) for s in servers)
     start = time.perf_counter()
     await asyncio.gather(*(loop(n) for n in range(agents)))
     elapsed = time.perf_counter() - start
+    cpu = sum(cpu_seconds(s.process.pid) for s in servers) - cpu
     for client in clients:
         await client.aclose()
-    return done / elapsed
+    return done / elapsed, cpu * 1000 / done
 
 
 async def run(opts: argparse.Namespace) -> None:
-    """Measure 1, 2 and 3 servers and print the figures with their ratios."""
-    figures: dict[int, float] = {}
+    """Measure each count of servers and print the figures with their ratios."""
+    figures: dict[int, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp}
-        for count in (1, 2, 3):
+        for count in opts.servers:
             url = await fresh_database(opts.dsn)
             servers: list[Server] = []
             try:
@@ -92,10 +101,12 @@ async def run(opts: argparse.Namespace) -> None:
                 for server in servers:
                     server.stop()
                 await drop_database(opts.dsn, url)
-    for count, rate in figures.items():
+    base = figures[min(figures)][0]
+    for count, (rate, cpu) in figures.items():
         print(
             f"{count} server(s) on one PostgreSQL: {rate:7.1f} lifecycles/s"
-            f"  ratio to one server {rate / figures[1]:.2f}"
+            f"  ratio to {min(figures)} server(s) {rate / base:.2f}"
+            f"  servers' CPU {cpu:5.1f} ms/lifecycle"
         )
 
 
@@ -104,6 +115,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=300)
     parser.add_argument("--agents", type=int, default=24)
+    parser.add_argument(
+        "--servers",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[1, 2, 3],
+        help="the counts of servers to measure, in order (default 1,2,3)",
+    )
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     asyncio.run(run(parser.parse_args()))
 
