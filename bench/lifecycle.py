@@ -46,24 +46,30 @@ APPROVER = Principal(name="bench-approver", role="approver")
 ARGS = {"command": "ls -la /srv/data", "cwd": "/srv"}
 
 
-def plain_sqlite(path: Path, lifecycles: int) -> float:
-    """Lifecycles per second of a hand-written sqlite3 loop doing the same writes."""
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
-    db.executescript(
-        """
-        CREATE TABLE requests (id TEXT PRIMARY KEY, status TEXT, session_id TEXT,
-            created_us INTEGER, version INTEGER, data TEXT);
-        CREATE INDEX requests_session ON requests (session_id, status, created_us DESC, id DESC);
-        CREATE TABLE audit (seq INTEGER PRIMARY KEY, request_id TEXT, action TEXT,
-            details TEXT, prev_hash TEXT, hash TEXT);
-        CREATE TABLE events (seq INTEGER PRIMARY KEY, type TEXT, request_id TEXT, data TEXT);
-        """
-    )
-    prev = "0" * 64
-    start = time.perf_counter()
-    for n in range(lifecycles):
+class PlainLoop:
+    """A hand-written sqlite3 loop making a lifecycle's writes: the request row, an audit
+    entry and an event per step, one durable transaction per step (WAL, synchronous=FULL).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(
+            """
+            CREATE TABLE requests (id TEXT PRIMARY KEY, status TEXT, session_id TEXT,
+                created_us INTEGER, version INTEGER, data TEXT);
+            CREATE INDEX requests_session
+                ON requests (session_id, status, created_us DESC, id DESC);
+            CREATE TABLE audit (seq INTEGER PRIMARY KEY, request_id TEXT, action TEXT,
+                details TEXT, prev_hash TEXT, hash TEXT);
+            CREATE TABLE events (seq INTEGER PRIMARY KEY, type TEXT, request_id TEXT, data TEXT);
+            """
+        )
+        self.prev = "0" * 64
+
+    def lifecycle(self, n: int) -> None:
+        """Submit, decide, claim and complete request ``n``: four commits."""
         rid = f"req_{n:012d}"
         steps = [
             ("created", "pending"),
@@ -71,10 +77,11 @@ def plain_sqlite(path: Path, lifecycles: int) -> float:
             ("status", "executing"),
             ("result", "completed"),
         ]
+        db = self.db
         for version, (event, status) in enumerate(steps, start=1):
             data = json.dumps({"id": rid, "status": status, "tool_name": "shell", "args": ARGS})
             details = json.dumps({"args": ARGS, "status": status}, sort_keys=True)
-            digest = hashlib.sha256((prev + details).encode()).hexdigest()
+            digest = hashlib.sha256((self.prev + details).encode()).hexdigest()
             db.execute("BEGIN IMMEDIATE")
             if version == 1:
                 db.execute(
@@ -90,15 +97,27 @@ def plain_sqlite(path: Path, lifecycles: int) -> float:
             db.execute(
                 "INSERT INTO audit (request_id, action, details, prev_hash, hash) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (rid, event, details, prev, digest),
+                (rid, event, details, self.prev, digest),
             )
             db.execute(
                 "INSERT INTO events (type, request_id, data) VALUES (?, ?, ?)", (event, rid, data)
             )
             db.execute("COMMIT")
-            prev = digest
+            self.prev = digest
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+
+def plain_sqlite(path: Path, lifecycles: int) -> float:
+    """Lifecycles per second of a hand-written sqlite3 loop doing the same writes."""
+    loop = PlainLoop(path)
+    start = time.perf_counter()
+    for n in range(lifecycles):
+        loop.lifecycle(n)
     elapsed = time.perf_counter() - start
-    db.close()
+    loop.close()
     return lifecycles / elapsed
 
 
@@ -170,7 +189,8 @@ def run_rounds(
 
 class ThreadProfiles:
     """cProfile over each thread's own CPU time: the event loop's while entered, and every
-    thread started from when it is made (the SQLite writer) until it is left."""
+    thread started from when this is made (the SQLite writer, the readers) until it is
+    left; ``stats`` holds both once left."""
 
     def __init__(self) -> None:
         self.loop = cProfile.Profile(time.thread_time)
@@ -192,8 +212,10 @@ class ThreadProfiles:
 
     def __exit__(self, *exc: object) -> None:
         self.loop.disable()
-        self._collecting = False  # not the readers verify_audit starts afterwards
+        self._collecting = False
         threading.setprofile(None)
+        # the threads' figures as they stand now, before verify_audit reads in the readers
+        self.stats = (pstats.Stats(self.loop), pstats.Stats(*self.threads))
 
 
 def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None:
@@ -203,9 +225,8 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
         store = SQLiteStore(tmp / f"profile-{callers}.db")
         rate = asyncio.run(through_service(store, count, callers, timed=profiles))
         print(f"\n== {callers} caller(s): {rate:.1f} lifecycles/s under the profiler ==")
-        for name, stats in (
-            ("event loop thread", pstats.Stats(profiles.loop)),
-            ("SQLite writer thread", pstats.Stats(*profiles.threads)),
+        for name, stats in zip(
+            ("event loop thread", "SQLite writer and reader threads"), profiles.stats, strict=True
         ):
             print(f"-- {name}: own CPU time per function, top {top}")
             stats.sort_stats("tottime").print_stats(top)

@@ -17,8 +17,12 @@ One pause+resume, timed from the agent's side:
   request and completes it with the result ``"ok"``. Stores: ``SQLiteStore`` (WAL,
   synchronous=FULL) and ``PostgresStore``. Each step is one transaction writing the request,
   its hash-chained audit entry and its events.
+- **the ceiling on SQLite**: ``lifecycle.PlainLoop``, a hand-written sqlite3 loop making the
+  same four durable transactions (request row, audit entry, event; WAL, synchronous=FULL)
+  and nothing else. What four synced commits cost on this disk bounds what signoff, which
+  must make them, can reach against LangGraph; the run prints that bound.
 
-All four configurations run in this process, each on its own fresh SQLite file or fresh
+All configurations run in this process, each on its own fresh SQLite file or fresh
 PostgreSQL database of the same server, one pause+resume at a time. They take turns, one
 iteration each per round with the order rotating, so that other load on the machine falls
 on all of them alike. Prints median and p99 latency, pause+resumes per second (one at a
@@ -54,7 +58,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle import ARGS, one_lifecycle
+from lifecycle import ARGS, PlainLoop, one_lifecycle
 from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
 
 from signoff.bus.local import LocalBus
@@ -153,6 +157,28 @@ async def through_signoff(
         assert report.ok, report
 
 
+PLAIN = "sqlite3 loop (ceiling)"
+"""The label of the plain loop's figures."""
+
+
+@asynccontextmanager
+async def through_plain_sqlite(path: Path) -> AsyncIterator[Subject]:
+    """The ceiling of four durable commits on SQLite: a hand-written sqlite3 loop making a
+    pause+resume's four transactions (request row, audit entry, event each; WAL,
+    synchronous=FULL), with nothing else: no service, no validation, no second caller."""
+    loop = PlainLoop(path)
+    commits: Counter[str] = Counter()
+
+    async def step(n: int) -> None:
+        loop.lifecycle(n)
+        commits["commit"] += 4
+
+    try:
+        yield Subject(PLAIN, step, commits, sqlite_rows(path))
+    finally:
+        loop.close()
+
+
 def through_langgraph(
     label: str, saver: BaseCheckpointSaver[Any], rows: Callable[[], Awaitable[dict[str, int]]]
 ) -> Subject:
@@ -201,6 +227,7 @@ async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subj
         level = await cur.fetchone()
     print(f"LangGraph SQLite saver: PRAGMA synchronous = {level and level[0]} (2: FULL)")
     out.append(through_langgraph("LangGraph SQLite", saver, sqlite_rows(path)))
+    out.append(await stack.enter_async_context(through_plain_sqlite(tmp / "plain.db")))
     if opts.no_pg:
         return out
     url = await stack.enter_async_context(fresh_pg(opts.dsn))
@@ -250,6 +277,13 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
                 f"signoff/LangGraph on {db}: median latency {ours[0] / theirs[0]:.2f}, "
                 f"p99 {ours[1] / theirs[1]:.2f}, throughput {ours[2] / theirs[2]:.2f}"
             )
+    if PLAIN in figures and "LangGraph SQLite" in figures and "signoff SQLite" in figures:
+        plain_rate, our_rate = figures[PLAIN][2], figures["signoff SQLite"][2]
+        print(
+            f"ceiling on SQLite: the sqlite3 loop's four durable commits alone run "
+            f"{plain_rate / figures['LangGraph SQLite'][2]:.2f}x LangGraph's throughput; "
+            f"signoff reaches {our_rate / plain_rate:.2f} of that loop"
+        )
     print("\nstored per pause+resume (rows per table; calls to write methods)")
     for sub in subs:
         # Tables that grew with the work; schema bookkeeping holds fewer rows than that.
