@@ -3,9 +3,14 @@
 Durability: WAL with ``synchronous=FULL``, so a write is on disk before it is
 acknowledged. Throughput: one writer thread owns the write connection and commits
 whatever writes are queued together in one transaction (group commit), each inside its
-own savepoint, so a failing write is rolled back alone. Reads never wait for the writer
-(WAL): lookups by key run on the caller's thread, since they take microseconds, less
-than a hop to another thread; scans and pages run in a small thread pool.
+own savepoint when there are several, so a failing write is rolled back alone; the audit
+chain's head is read and stored once per transaction, and each caller's event loop is
+woken once per transaction. What a step costs is mostly the pages its transaction
+writes to the WAL and syncs, so a change sets only the columns a change moves. Reads
+never wait for the writer (WAL): lookups by key run on the caller's thread, since they
+take microseconds, less than a hop to another thread; scans and pages run in a small
+thread pool. The requests and events this store just wrote are read back as the records
+it wrote, not parsed again.
 """
 
 from __future__ import annotations
