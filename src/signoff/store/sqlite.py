@@ -171,7 +171,9 @@ class _Txn:
 _Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
 
 _KNOWN = 4096
-"""How many recently written requests and events a store keeps parsed."""
+"""How many recently written requests and events a store keeps parsed, at most..."""
+_KNOWN_TEXT = 8_000_000
+"""...and how much of their JSON text (a request with a large file preview counts large)."""
 
 
 class _Known:
@@ -180,28 +182,34 @@ class _Known:
     A read that finds a row holding exactly the text written for it returns the record
     instead of parsing and validating the text again: the follower reads back every event
     this process wrote, and a waiter reads the request just submitted. Rows written by
-    other processes, or changed since, are parsed as before. The writer thread adds only
-    after its commit; readers on other threads look up (single dict operations, atomic).
+    other processes, or changed since, are parsed as before. The writer thread adds what
+    it committed (only once committed), readers what they parsed, each by single dict
+    operations (atomic); the limits bound its memory whatever the requests hold.
     """
 
     def __init__(self) -> None:
         self.requests: dict[str, tuple[str, Request]] = {}
         self.events: dict[int, Event] = {}
+        self._text = 0
+
+    def _room(self, text: int) -> None:
+        """Forget everything when ``text`` more characters would pass the limits."""
+        self._text += text
+        if self._text > _KNOWN_TEXT or max(len(self.requests), len(self.events)) > _KNOWN:
+            self.requests, self.events, self._text = {}, {}, text
 
     def add(self, requests: list[tuple[str, Request]], events: list[Event]) -> None:
-        """Remember what a committed transaction wrote, forgetting all at the limit."""
-        if len(self.requests) > _KNOWN:
-            self.requests = {}
-        if len(self.events) > _KNOWN:
-            self.events = {}
+        """Remember what a committed transaction wrote (its events carry its requests)."""
+        self._room(sum(len(text) for text, _ in requests))
         for text, request in requests:
             self.requests[request.id] = (text, request)
         for event in events:
             self.events[event.seq] = event
 
     def request(self, text: str) -> Request:
-        """The request ``text`` holds: the one written as it, or parsed."""
+        """The request ``text`` holds, parsed; remembered for the next read of the same."""
         parsed = RequestAdapter.validate_json(text)
+        self._room(len(text))
         self.requests[parsed.id] = (text, parsed)
         return parsed
 
