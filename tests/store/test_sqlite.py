@@ -258,8 +258,9 @@ async def test_a_change_writes_no_index_of_what_was_fixed_at_submit(tmp_path: Pa
         )
         await store.commit(Write(at=T0, update=approved))
         with sqlite3.connect(path) as db:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         db.close()
+        assert busy == 0  # the WAL is empty: what follows is the claim's alone
         claimed = approved.model_copy(update={"status": "executing", "version": 3})
         await store.commit(
             Write(
