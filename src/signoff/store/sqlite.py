@@ -29,9 +29,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage
+from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage, committed_entry
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
+from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
 from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
@@ -130,10 +131,6 @@ class _Txn:
         self.conn = conn
         self._head: tuple[int, str] | None = None
         self._moved = False
-        self.requests: list[tuple[str, Request]] = []
-        """Requests written, with their stored JSON (for :class:`_Known`, once committed)."""
-        self.events: list[Event] = []
-        """Events appended (likewise)."""
 
     @property
     def head(self) -> tuple[int, str]:
@@ -148,15 +145,13 @@ class _Txn:
         self._head = (seq, digest)
         self._moved = True
 
-    def save(self) -> tuple[tuple[int, str] | None, bool, int, int]:
+    def save(self) -> tuple[tuple[int, str] | None, bool]:
         """What :meth:`restore` puts back when a write is rolled back."""
-        return self._head, self._moved, len(self.requests), len(self.events)
+        return self._head, self._moved
 
-    def restore(self, saved: tuple[tuple[int, str] | None, bool, int, int]) -> None:
-        """Forget what a rolled-back write did to the head and wrote."""
-        self._head, self._moved, requests, events = saved
-        del self.requests[requests:]
-        del self.events[events:]
+    def restore(self, saved: tuple[tuple[int, str] | None, bool]) -> None:
+        """Forget what a rolled-back write did to the head."""
+        self._head, self._moved = saved
 
     def write_head(self) -> None:
         """Store the head, if this transaction's writes moved it."""
@@ -182,9 +177,9 @@ class _Known:
     A read that finds a row holding exactly the text written for it returns the record
     instead of parsing and validating the text again: the follower reads back every event
     this process wrote, and a waiter reads the request just submitted. Rows written by
-    other processes, or changed since, are parsed as before. The writer thread adds what
-    it committed (only once committed), readers what they parsed, each by single dict
-    operations (atomic); the limits bound its memory whatever the requests hold.
+    other processes, or changed since, are parsed as before. A write's caller adds what it
+    wrote once committed, readers what they parsed, each by single dict operations
+    (atomic); the limits bound its memory whatever the requests hold.
     """
 
     def __init__(self) -> None:
@@ -198,7 +193,7 @@ class _Known:
         if self._text > _KNOWN_TEXT or max(len(self.requests), len(self.events)) > _KNOWN:
             self.requests, self.events, self._text = {}, {}, text
 
-    def add(self, requests: list[tuple[str, Request]], events: list[Event]) -> None:
+    def add(self, requests: list[tuple[str, Request]], events: tuple[Event, ...]) -> None:
         """Remember what a committed transaction wrote (its events carry its requests)."""
         self._room(sum(len(text) for text, _ in requests))
         for text, request in requests:
@@ -382,8 +377,6 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                 error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
-            else:
-                self._known.add(txn.requests, txn.events)
         self._settle(outcomes)
 
     @staticmethod
@@ -456,8 +449,26 @@ class SQLiteStore:
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
-        """Apply ``write`` atomically (batched with other writes queued at the same time)."""
-        return await self._write(lambda txn: _apply(txn, write))
+        """Apply ``write`` atomically (batched with other writes queued at the same time).
+
+        Its rows are made here, on the caller's loop, while the writer thread runs other
+        writes' statements; the records of what it appended are made here once committed.
+        """
+        prepared = _prepare(write)
+        rows, seqs = await self._write(lambda txn: _apply(txn, write, prepared))
+        at = write.at
+        # the drafts' fields are valid already: no need to check them again
+        events = tuple(
+            Event.model_construct(seq=seq, type=draft.type, at=at, request=draft.request)
+            for seq, draft in zip(seqs, write.events, strict=True)
+        )
+        audit = tuple(
+            committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
+            for draft, row in zip(write.audit, rows, strict=True)
+        )
+        written = (write.insert, write.update)
+        self._known.add([(prepared.json(r), r) for r in written if r is not None], events)
+        return Committed(events=events, audit=audit)
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
@@ -802,7 +813,48 @@ def _replace(conn: sqlite3.Connection, table: tables.Table[T], records: tuple[T,
         )
 
 
-def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
+@dataclass(frozen=True)
+class _Prepared:
+    """A write's rows as far as they can be made before its transaction."""
+
+    json: tables.RequestJson
+    """Each request's JSON, made once for its row and its events."""
+    insert: tuple[object, ...] | None
+    """The inserted request's row."""
+    update: tuple[object, ...] | None
+    """The values of :data:`_UPDATE_REQUEST` for the updated request."""
+    decider: str | None
+    """Who decided the updated request, for :data:`_SET_DECIDER`."""
+    details: list[str]
+    """Each audit draft's canonical details JSON (the hash covers it)."""
+
+
+def _prepare(write: Write) -> _Prepared:
+    """What of ``write`` needs neither the transaction nor the chain's head."""
+    json = tables.RequestJson()
+    update, decider = None, None
+    if (request := write.update) is not None:
+        update = (
+            request.status,
+            request.version,
+            to_micros(request.expires_at) if request.expires_at else None,
+            json(request),
+            request.id,
+            request.version - 1,
+        )
+        decider = request.decision.decided_by if request.decision else None
+    for draft in write.events:
+        json(draft.request)
+    return _Prepared(
+        json=json,
+        insert=json.row(write.insert) if write.insert is not None else None,
+        update=update,
+        decider=decider,
+        details=[canonical_json(draft.details) for draft in write.audit],
+    )
+
+
+def _insert_request(conn: sqlite3.Connection, request: Request, row: tuple[object, ...]) -> None:
     """Insert a new request; DuplicateRequest names the request it would repeat."""
     tool_call_id = request.tool_call_id if isinstance(request, ApprovalRequest) else None
     existing = _duplicate_row(
@@ -810,7 +862,6 @@ def _insert_request(conn: sqlite3.Connection, request: Request, json: tables.Req
     )
     if existing is not None:
         raise DuplicateRequest(existing[0])
-    row = json.row(request)
     try:
         conn.execute(_INSERT_REQUEST, row)
     except sqlite3.IntegrityError:
@@ -825,20 +876,12 @@ def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None
     conn.execute("INSERT INTO requests_fts (rowid, search) VALUES (?, ?)", (seq, text))
 
 
-def _update_request(conn: sqlite3.Connection, request: Request, json: tables.RequestJson) -> None:
+def _update_request(conn: sqlite3.Connection, request: Request, prepared: _Prepared) -> None:
     """Store a request's next version, if the stored one is the version before it."""
-    decider = request.decision.decided_by if request.decision else None
-    values = (
-        request.status,
-        request.version,
-        to_micros(request.expires_at) if request.expires_at else None,
-        json(request),
-        request.id,
-        request.version - 1,
-    )
-    if conn.execute(_UPDATE_REQUEST, values).rowcount != 1:
+    assert prepared.update is not None
+    if conn.execute(_UPDATE_REQUEST, prepared.update).rowcount != 1:
         raise VersionConflict(request.id)
-    conn.execute(_SET_DECIDER, (decider, request.id, decider))
+    conn.execute(_SET_DECIDER, (prepared.decider, request.id, prepared.decider))
 
 
 def _store_task(conn: sqlite3.Connection, task: Task) -> None:
@@ -857,38 +900,38 @@ def _store_task(conn: sqlite3.Connection, task: Task) -> None:
     )
 
 
-def _append_audit(txn: _Txn, write: Write) -> list[AuditEntry]:
+def _append_audit(txn: _Txn, write: Write, details: list[str]) -> list[tables.AuditRow]:
     """Chain the write's audit entries after the transaction's head, and move the head."""
     if not write.audit:
         return []
     seq, prev = txn.head
-    chain = tables.chain_audit(write.audit, write.at, seq, prev)
-    txn.conn.executemany(_INSERT_AUDIT, chain.rows)
-    txn.move_head(chain.seq, chain.hash)
-    return chain.entries
+    rows = tables.chain_rows(write.audit, details, write.at, seq, prev)
+    txn.conn.executemany(_INSERT_AUDIT, rows)
+    txn.move_head(rows[-1][0], rows[-1][9])
+    return rows
 
 
-def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[Event]:
+def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[int]:
     """Append the write's events; SQLite numbers them."""
-    events: list[Event] = []
+    seqs: list[int] = []
     at = write.at.isoformat()
     for draft in write.events:
         request = draft.request
         seq = conn.execute(_INSERT_EVENT, (draft.type, at, request.id, json(request))).lastrowid
         assert seq is not None
-        # the draft's fields are valid already: no need to check them again
-        events.append(Event.model_construct(seq=seq, type=draft.type, at=write.at, request=request))
-    return events
+        seqs.append(seq)
+    return seqs
 
 
-def _apply(txn: _Txn, write: Write) -> Committed:
-    """Run one write inside the batch's transaction (and its own savepoint)."""
+def _apply(txn: _Txn, write: Write, prepared: _Prepared) -> tuple[list[tables.AuditRow], list[int]]:
+    """Run one write inside the batch's transaction (and its own savepoint): the audit
+    rows it appended and its events' seqs."""
     conn = txn.conn
-    json = tables.RequestJson()
     if write.insert is not None:
-        _insert_request(conn, write.insert, json)
+        assert prepared.insert is not None
+        _insert_request(conn, write.insert, prepared.insert)
     if write.update is not None:
-        _update_request(conn, write.update, json)
+        _update_request(conn, write.update, prepared)
     if write.task is not None:
         _store_task(conn, write.task)
     _replace(conn, tables.GRANTS, write.grants)
@@ -908,11 +951,7 @@ def _apply(txn: _Txn, write: Write) -> Committed:
             "DELETE FROM person_links WHERE id = ?",
             [(tables.link_key(*key),) for key in write.removed_links],
         )
-    audit = _append_audit(txn, write)
-    events = _append_events(conn, write, json)
-    txn.requests.extend((json(r), r) for r in (write.insert, write.update) if r is not None)
-    txn.events.extend(events)
-    return Committed(events=tuple(events), audit=tuple(audit))
+    return _append_audit(txn, write, prepared.details), _append_events(conn, write, prepared.json)
 
 
 def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -49,12 +49,14 @@ __all__ = [
     "TOKENS",
     "WEBHOOKS",
     "AuditChain",
+    "AuditRow",
     "Marks",
     "PageSQL",
     "RequestJson",
     "Table",
     "audit_entry",
     "chain_audit",
+    "chain_rows",
     "duplicate_lookups",
     "event_from_row",
     "insert_sql",
@@ -425,12 +427,33 @@ class AuditChain:
 
 def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str) -> AuditChain:
     """Number ``drafts`` after ``seq`` and link each to the hash before it (``prev``)."""
-    rows: list[tuple[object, ...]] = []
-    entries: list[AuditEntry] = []
+    drafts = list(drafts)
+    rows = chain_rows(drafts, [canonical_json(d.details) for d in drafts], at, seq, prev)
+    entries = [
+        committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
+        for draft, row in zip(drafts, rows, strict=True)
+    ]
+    generic: list[tuple[object, ...]] = [*rows]
+    return AuditChain(
+        rows=generic, entries=entries, seq=seq + len(rows), hash=rows[-1][9] if rows else prev
+    )
+
+
+AuditRow: TypeAlias = tuple[int, str | None, str, str, str, str | None, str | None, str, str, str]
+"""A row of :data:`AUDIT`: seq, request_id, at, action, actor, from_status, to_status,
+details, prev_hash, hash."""
+
+
+def chain_rows(
+    drafts: Sequence[AuditDraft], details: Sequence[str], at: datetime, seq: int, prev: str
+) -> list[AuditRow]:
+    """The rows of :data:`AUDIT` that number ``drafts`` after ``seq`` and link each to the
+    hash before it (``prev``), given each draft's ``canonical_json(details)``, made already.
+    """
+    rows: list[AuditRow] = []
     stamp = at.isoformat()
-    for draft in drafts:
+    for draft, details_json in zip(drafts, details, strict=True):
         seq += 1
-        details_json = canonical_json(draft.details)
         digest = entry_hash(prev_hash=prev, seq=seq, at=at, draft=draft, details_json=details_json)
         rows.append(
             (
@@ -446,9 +469,8 @@ def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str)
                 digest,
             )
         )
-        entries.append(committed_entry(draft, seq=seq, at=at, prev_hash=prev, hash=digest))
         prev = digest
-    return AuditChain(rows=rows, entries=entries, seq=seq, hash=prev)
+    return rows
 
 
 def audit_entry(row: Sequence[Any]) -> AuditEntry:
