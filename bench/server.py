@@ -90,6 +90,7 @@ class Load:
     completed_seen: int = 0  # "result" events (a lifecycle's last) the feed saw
     events_seen: int = 0
     last_seq: int = 0
+    approvers: list[asyncio.Task[None]] = field(default_factory=list)
 
     def feed(self, payload: bytes) -> None:
         """One event reaching the approvers' WebSocket."""
@@ -100,6 +101,10 @@ class Load:
             self.created.put_nowait(message["request"]["id"])
         elif message["type"] == "result":
             self.completed_seen += 1
+
+    def start_approvers(self, count: int) -> None:
+        """Start ``count`` approvers."""
+        self.approvers = [asyncio.create_task(self.approve()) for _ in range(count)]
 
     async def approve(self) -> None:
         """Approve each request as its ``created`` event arrives, timing the decision."""
@@ -130,7 +135,14 @@ class Load:
         seen each one's last event too."""
         target = self.completed + count
         start = time.monotonic()
-        await asyncio.gather(*(self.agent(t, n, target) for n, t in enumerate(self.agents)))
+        agents = asyncio.gather(*(self.agent(t, n, target) for n, t in enumerate(self.agents)))
+        running: list[asyncio.Future[Any]] = [agents, *self.approvers]
+        await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for task in self.approvers:
+            if task.done():
+                agents.cancel()
+                task.result()  # approvers end only by failing: the error, not a stall
+        await agents
         elapsed = time.monotonic() - start
         deadline = time.monotonic() + 60
         while self.completed_seen < self.completed:
@@ -145,7 +157,7 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     agents = [await make_token(port, admin, f"agent{n}", "agent") for n in range(opts.agents)]
     load = Load(agents, await make_token(port, admin, "approver", "approver"), port)
     await open_ws(port, admin, load.feed)
-    approvers = [asyncio.create_task(load.approve()) for _ in range(opts.approvers)]
+    load.start_approvers(opts.approvers)
 
     cpu = cpu_seconds(server.pid)
     elapsed = await load.lifecycles(opts.baseline)
@@ -164,7 +176,7 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     for n in range(procs):
         ours, theirs = context.Pipe()
         count = opts.ws // procs + (1 if n < opts.ws % procs else 0)
-        worker = context.Process(target=ws_clients, args=(port, admin, count, theirs))
+        worker = context.Process(target=ws_clients, args=(port, admin, count, theirs), daemon=True)
         worker.start()
         pipes.append(ours)
         workers.append(worker)
@@ -185,7 +197,7 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     own = time.process_time() - own
     for worker in workers:
         worker.join()
-    for task in approvers:
+    for task in load.approvers:
         task.cancel()
 
     completed = load.completed - base_completed

@@ -131,20 +131,29 @@ class Http:
     """One keep-alive HTTP/1.1 connection sending a bearer token; JSON in and out."""
 
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, token: str
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port: int, token: str
     ) -> None:
         self._reader = reader
         self._writer = writer
+        self._port = port
         self._auth = f"Authorization: Bearer {token}\r\n"
 
     @classmethod
     async def open(cls, port: int, token: str) -> Http:
         """Connect to the server on ``port``."""
         reader, writer = await asyncio.open_connection(HOST, port)
-        return cls(reader, writer, token)
+        return cls(reader, writer, port, token)
+
+    async def ready(self) -> None:
+        """Connect again if the server closed the connection (``serve --header-timeout``
+        closes one left idle)."""
+        if self._reader.at_eof() or self._writer.is_closing():
+            self._writer.close()
+            self._reader, self._writer = await asyncio.open_connection(HOST, self._port)
 
     def send(self, method: str, path: str, body: Any = None) -> None:
-        """Write one request (read its answer with :meth:`answer`)."""
+        """Write one request (read its answer with :meth:`answer`; call :meth:`ready` first
+        after the connection may have idled)."""
         payload = b"" if body is None else json.dumps(body).encode()
         head = f"{method} {path} HTTP/1.1\r\nHost: {HOST}\r\n{self._auth}"
         if body is not None:
@@ -162,6 +171,7 @@ class Http:
 
     async def call(self, method: str, path: str, body: Any = None) -> Any:
         """Send a request and return its JSON answer; anything but a 2xx raises."""
+        await self.ready()
         self.send(method, path, body)
         status, raw = await self.answer()
         if not 200 <= status < 300:
