@@ -22,7 +22,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage, committed_entry
-from signoff.domain.events import Event
+from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
@@ -177,14 +177,16 @@ class _Known:
     A read that finds a row holding exactly the text written for it returns the record
     instead of parsing and validating the text again: the follower reads back every event
     this process wrote, and a waiter reads the request just submitted. Rows written by
-    other processes, or changed since, are parsed as before. A write's caller adds what it
-    wrote once committed, readers what they parsed, each by single dict operations
-    (atomic); the limits bound its memory whatever the requests hold.
+    other processes, or changed since, are parsed as before. The writer thread adds what a
+    transaction wrote once it committed (before its callers hear of it), readers what they
+    parsed, each by single dict operations (atomic); the limits bound its memory whatever
+    the requests hold.
     """
 
     def __init__(self) -> None:
         self.requests: dict[str, tuple[str, Request]] = {}
-        self.events: dict[int, Event] = {}
+        self.events: dict[int, tuple[EventDraft, datetime]] = {}
+        """An event's draft and commit time by seq: the event is made from them on a read."""
         self._text = 0
 
     def _room(self, text: int) -> None:
@@ -193,13 +195,22 @@ class _Known:
         if self._text > _KNOWN_TEXT or max(len(self.requests), len(self.events)) > _KNOWN:
             self.requests, self.events, self._text = {}, {}, text
 
-    def add(self, requests: list[tuple[str, Request]], events: tuple[Event, ...]) -> None:
-        """Remember what a committed transaction wrote (its events carry its requests)."""
-        self._room(sum(len(text) for text, _ in requests))
-        for text, request in requests:
+    def add(self, applied: _Applied) -> None:
+        """Remember what a committed write wrote (its events carry its requests)."""
+        self._room(sum(len(text) for text, _ in applied.requests))
+        for text, request in applied.requests:
             self.requests[request.id] = (text, request)
-        for event in events:
-            self.events[event.seq] = event
+        for seq, draft in zip(applied.seqs, applied.events, strict=True):
+            self.events[seq] = (draft, applied.at)
+
+    def event(self, row: Sequence[Any]) -> Event:
+        """The event a row of ``seq, type, at, data`` holds: made from what was written as
+        it, or parsed (an event never changes once written)."""
+        known = self.events.get(row[0])
+        if known is None:
+            return tables.event_from_row(row)
+        draft, at = known
+        return Event(seq=row[0], type=draft.type, at=at, request=draft.request)
 
     def request(self, text: str) -> Request:
         """The request ``text`` holds, parsed; remembered for the next read of the same."""
@@ -377,6 +388,10 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                 error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
+            else:
+                for _, result, _ in outcomes:
+                    if isinstance(result, _Applied):
+                        self._known.add(result)
         self._settle(outcomes)
 
     @staticmethod
@@ -455,19 +470,16 @@ class SQLiteStore:
         writes' statements; the records of what it appended are made here once committed.
         """
         prepared = _prepare(write)
-        rows, seqs = await self._write(lambda txn: _apply(txn, write, prepared))
+        applied = await self._write(lambda txn: _apply(txn, write, prepared))
         at = write.at
-        # the drafts' fields are valid already: no need to check them again
         events = tuple(
-            Event.model_construct(seq=seq, type=draft.type, at=at, request=draft.request)
-            for seq, draft in zip(seqs, write.events, strict=True)
+            Event(seq=seq, type=draft.type, at=at, request=draft.request)
+            for seq, draft in zip(applied.seqs, write.events, strict=True)
         )
         audit = tuple(
             committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
-            for draft, row in zip(write.audit, rows, strict=True)
+            for draft, row in zip(write.audit, applied.audit, strict=True)
         )
-        written = (write.insert, write.update)
-        self._known.add([(prepared.json(r), r) for r in written if r is not None], events)
         return Committed(events=events, audit=audit)
 
     async def get_request(self, request_id: str) -> Request | None:
@@ -629,9 +641,7 @@ class SQLiteStore:
                 "SELECT seq, type, at, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
                 (after_seq, limit),
             )
-            # an event is never changed: one this store wrote is the record it wrote
-            known = self._known.events
-            return [known.get(r[0]) or tables.event_from_row(r) for r in rows]
+            return [self._known.event(r) for r in rows]
 
         return await self._read(q)
 
@@ -829,6 +839,22 @@ class _Prepared:
     """Each audit draft's canonical details JSON (the hash covers it)."""
 
 
+@dataclass(frozen=True)
+class _Applied:
+    """What a write appended inside its transaction, and what the store remembers of it."""
+
+    audit: list[tables.AuditRow]
+    """The audit rows, numbered and chained."""
+    seqs: list[int]
+    """Its events' seqs, in order."""
+    events: tuple[EventDraft, ...]
+    """Its events' drafts."""
+    at: datetime
+    """When it happened."""
+    requests: list[tuple[str, Request]]
+    """The requests it wrote, with their stored JSON."""
+
+
 def _prepare(write: Write) -> _Prepared:
     """What of ``write`` needs neither the transaction nor the chain's head."""
     json = tables.RequestJson()
@@ -923,9 +949,8 @@ def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJ
     return seqs
 
 
-def _apply(txn: _Txn, write: Write, prepared: _Prepared) -> tuple[list[tables.AuditRow], list[int]]:
-    """Run one write inside the batch's transaction (and its own savepoint): the audit
-    rows it appended and its events' seqs."""
+def _apply(txn: _Txn, write: Write, prepared: _Prepared) -> _Applied:
+    """Run one write inside the batch's transaction (and its own savepoint)."""
     conn = txn.conn
     if write.insert is not None:
         assert prepared.insert is not None
@@ -951,7 +976,13 @@ def _apply(txn: _Txn, write: Write, prepared: _Prepared) -> tuple[list[tables.Au
             "DELETE FROM person_links WHERE id = ?",
             [(tables.link_key(*key),) for key in write.removed_links],
         )
-    return _append_audit(txn, write, prepared.details), _append_events(conn, write, prepared.json)
+    return _Applied(
+        audit=_append_audit(txn, write, prepared.details),
+        seqs=_append_events(conn, write, prepared.json),
+        events=write.events,
+        at=write.at,
+        requests=[(prepared.json(r), r) for r in (write.insert, write.update) if r is not None],
+    )
 
 
 def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:
