@@ -9,8 +9,9 @@ woken once per transaction. What a step costs is mostly the pages its transactio
 writes to the WAL and syncs, so a change sets only the columns a change moves. Reads
 never wait for the writer (WAL): lookups by key run on the caller's thread, since they
 take microseconds, less than a hop to another thread; scans and pages run in a small
-thread pool. The requests and events this store just wrote are read back as the records
-it wrote, not parsed again.
+thread pool. A write's rows and JSON are made on the caller's event loop before it is
+queued, so the writer thread runs statements and the chain's hashes only; the requests
+and events this store just wrote are read back as the records it wrote, not parsed again.
 """
 
 from __future__ import annotations
