@@ -34,6 +34,9 @@ CHANNEL = "signoff_events"
 
 logger = logging.getLogger("signoff.bus.postgres")
 
+_TURNS = 8
+"""How many turns of the event loop a NOTIFY waits for this process's service to publish."""
+
 
 class PostgresEventFollower(EventLogFollower):
     """Publishes other servers' events here, woken by NOTIFY, caught up from the event log."""
@@ -52,22 +55,32 @@ class PostgresEventFollower(EventLogFollower):
         self._max_backoff = max_backoff
         self._wake = asyncio.Event()
         self._connection: Any = None
+        self._notified_seq = 0
         self._connected_once = False
         self.reconnects = 0
         """How many times the listening connection was re-established (for tests, metrics)."""
 
     def _notified(self, _connection: object, _pid: int, _channel: str, payload: str) -> None:
-        # A commit of this process needs no read: its service has published it already.
-        # Only when every seq from the cursor to the notified one is such a commit can the
-        # cursor skip ahead; otherwise another server's commit is in between, to be read.
         with contextlib.suppress(ValueError):
-            last = int(payload)
-            if last > self._cursor and all(
-                self._bus.already_published(seq) for seq in range(self._cursor + 1, last + 1)
-            ):
-                self._cursor = last
-                return
+            self._notified_seq = max(self._notified_seq, int(payload))
         self._wake.set()
+
+    async def _published_here(self) -> bool:
+        """Whether every seq notified since the cursor went through this bus already.
+
+        A commit of this process needs no read: its service publishes it itself. Only when
+        every seq from the cursor to the last notified one is such a commit can the cursor
+        skip ahead; otherwise another server's commit is in between, to be read. The
+        NOTIFY and the commit's own reply arrive on two connections in either order, so
+        the service gets a few turns of the loop to publish before the log is read.
+        """
+        last = self._notified_seq
+        for _ in range(_TURNS):
+            if all(self._bus.already_published(s) for s in range(self._cursor + 1, last + 1)):
+                self._cursor = max(self._cursor, last)
+                return True
+            await asyncio.sleep(0)
+        return False
 
     async def _listen(self) -> None:
         connection = await asyncpg.connect(self._dsn)
@@ -91,17 +104,23 @@ class PostgresEventFollower(EventLogFollower):
 
     async def _run(self) -> None:
         backoff = 0.1
+        woken = False
         while True:
             try:
-                if self._connection is None or self._connection.is_closed():
+                connected = self._connection is not None and not self._connection.is_closed()
+                if not connected:
                     await self._close()
                     await self._listen()
                     backoff = 0.1
-                # after (re)connecting, and on every wake-up: read the log from our seq
+                # after (re)connecting, after a quiet interval, and on every NOTIFY but
+                # those of this process's own commits: read the log from our seq
                 self._wake.clear()
-                await self.poll_once()
+                if not (connected and woken and await self._published_here()):
+                    await self.poll_once()
+                woken = False
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._interval)
+                    woken = True
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: keep trying, quietly
