@@ -30,13 +30,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from signoff.domain.audit import GENESIS_HASH, AuditEntry, LogCoverage, committed_entry
+from signoff.domain.audit import AuditEntry, LogCoverage, committed_entry
 from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
-from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
-from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.requests import Request, RequestAdapter
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
@@ -44,15 +43,14 @@ from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
 from signoff.store import tables
 from signoff.store.base import (
     Committed,
-    DuplicateRequest,
     Page,
     RequestQuery,
-    VersionConflict,
     Write,
     lapsed_among,
     to_micros,
 )
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
+from signoff.store.sqlite_writes import Applied, Txn, apply_write, duplicate_row, prepare
 
 __all__ = ["SQLiteStore", "sqlite_path_from_url"]
 
@@ -116,52 +114,9 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
 
 @dataclass
 class _Job:
-    fn: Callable[[_Txn], Any]
+    fn: Callable[[Txn], Any]
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
-
-
-class _Txn:
-    """The writer's open transaction: its connection and the audit chain's head.
-
-    The head is read once per transaction and written back once, before the commit,
-    instead of read and rewritten by every write of the batch.
-    """
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self._head: tuple[int, str] | None = None
-        self._moved = False
-
-    @property
-    def head(self) -> tuple[int, str]:
-        """The (seq, hash) the next audit entry chains after."""
-        if self._head is None:
-            row = self.conn.execute("SELECT seq, hash FROM audit_head WHERE id = 1").fetchone()
-            self._head = (int(row[0]), str(row[1])) if row else (0, GENESIS_HASH)
-        return self._head
-
-    def move_head(self, seq: int, digest: str) -> None:
-        """Chain later entries after (seq, digest); kept when the write's savepoint is."""
-        self._head = (seq, digest)
-        self._moved = True
-
-    def save(self) -> tuple[tuple[int, str] | None, bool]:
-        """What :meth:`restore` puts back when a write is rolled back."""
-        return self._head, self._moved
-
-    def restore(self, saved: tuple[tuple[int, str] | None, bool]) -> None:
-        """Forget what a rolled-back write did to the head."""
-        self._head, self._moved = saved
-
-    def write_head(self) -> None:
-        """Store the head, if this transaction's writes moved it."""
-        if self._moved and self._head is not None:
-            self.conn.execute(
-                "INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
-                self._head,
-            )
 
 
 _Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
@@ -196,7 +151,7 @@ class _Known:
         if self._text > _KNOWN_TEXT or max(len(self.requests), len(self.events)) > _KNOWN:
             self.requests, self.events, self._text = {}, {}, text
 
-    def add(self, applied: _Applied) -> None:
+    def add(self, applied: Applied) -> None:
         """Remember what a committed write wrote (its events carry its requests)."""
         self._room(sum(len(text) for text, _ in applied.requests))
         for text, request in applied.requests:
@@ -358,7 +313,7 @@ class SQLiteStore:
             error = StoreUnavailable(f"cannot write {self.path}: {exc}")
             self._settle([(job, None, error) for job in batch])
             return
-        txn = _Txn(conn)
+        txn = Txn(conn)
         alone = len(batch) == 1
         for job in batch:
             saved = txn.save()
@@ -391,7 +346,7 @@ class SQLiteStore:
                 outcomes = [(job, None, error) for job, _, _ in outcomes]
             else:
                 for _, result, _ in outcomes:
-                    if isinstance(result, _Applied):
+                    if isinstance(result, Applied):
                         self._known.add(result)
         self._settle(outcomes)
 
@@ -405,7 +360,7 @@ class SQLiteStore:
             with contextlib.suppress(RuntimeError):  # the caller's loop has closed
                 loop.call_soon_threadsafe(_resolve, settled)
 
-    async def _write(self, fn: Callable[[_Txn], T]) -> T:
+    async def _write(self, fn: Callable[[Txn], T]) -> T:
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
         loop = asyncio.get_running_loop()
@@ -470,8 +425,8 @@ class SQLiteStore:
         Its rows are made here, on the caller's loop, while the writer thread runs other
         writes' statements; the records of what it appended are made here once committed.
         """
-        prepared = _prepare(write)
-        applied = await self._write(lambda txn: _apply(txn, write, prepared))
+        prepared = prepare(write)
+        applied = await self._write(lambda txn: apply_write(txn, write, prepared))
         at = write.at
         events = tuple(
             Event(seq=seq, type=draft.type, at=at, request=draft.request)
@@ -509,7 +464,7 @@ class SQLiteStore:
         """The request the same call or idempotency key created, if any."""
 
         def q(conn: sqlite3.Connection) -> Request | None:
-            row = _duplicate_row(conn, session_id, tool_call_id, requested_by, idempotency_key)
+            row = duplicate_row(conn, session_id, tool_call_id, requested_by, idempotency_key)
             return RequestAdapter.validate_json(row[1]) if row else None
 
         return self._lookup(q)
@@ -738,7 +693,7 @@ class SQLiteStore:
     async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
         """Record ``key`` as used until ``until``; False if it already was."""
 
-        def use(txn: _Txn) -> bool:
+        def use(txn: Txn) -> bool:
             conn = txn.conn
             conn.execute("DELETE FROM nonces WHERE until_us <= ?", (to_micros(now),))
             cursor = conn.execute(
@@ -775,215 +730,6 @@ class SQLiteStore:
             *params,
             limit,
         )
-
-
-def _duplicate_row(
-    conn: sqlite3.Connection,
-    session_id: str,
-    tool_call_id: str | None,
-    requested_by: str,
-    idempotency_key: str | None,
-) -> tuple[str, str] | None:
-    for where, values in tables.duplicate_lookups(
-        session_id, tool_call_id, requested_by, idempotency_key
-    ):
-        row = conn.execute(
-            tables.select_sql("requests", "id, data", where, tables.qmarks), values
-        ).fetchone()
-        if row:
-            return str(row[0]), str(row[1])
-    return None
-
-
-_INSERT_REQUEST = tables.insert_sql(tables.REQUESTS, tables.qmarks)
-_INSERT_TASK = tables.insert_sql(tables.TASKS, tables.qmarks)
-_UPDATE_TASK = tables.update_sql(tables.TASKS, tables.qmarks)
-_INSERT_AUDIT = tables.insert_sql(tables.AUDIT, tables.qmarks)
-_INSERT_EVENT = "INSERT INTO events (type, at, request_id, data) VALUES (?, ?, ?, ?)"
-
-# A change sets only the columns a change can move. SQLite rewrites the entry of every
-# index over a column the SET names, changed or not: setting all fourteen columns
-# dirtied ten index pages per step (WAL frames to write and sync), most of them for
-# columns fixed at submit (the request's kind, session, tool, requester, keys, creation
-# time and searchable text). Who decided is set apart, only when it differs.
-_CHANGING = ("status", "version", "expires_us", "data")
-_AT = {column: n for n, column in enumerate(tables.REQUESTS.columns)}
-_UPDATE_REQUEST = (
-    "UPDATE requests SET "  # noqa: S608 - fixed names
-    + ", ".join(f"{column} = ?" for column in _CHANGING)
-    + " WHERE id = ? AND version = ?"
-)
-_SET_DECIDER = "UPDATE requests SET decided_by = ? WHERE id = ? AND decided_by IS NOT ?"
-
-
-def _replace(conn: sqlite3.Connection, table: tables.Table[T], records: tuple[T, ...]) -> None:
-    """Insert ``records`` into ``table``, or replace those already there by id."""
-    if records:
-        conn.executemany(
-            tables.insert_sql(table, tables.qmarks, verb="INSERT OR REPLACE"), table.rows(records)
-        )
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """A write's rows as far as they can be made before its transaction."""
-
-    json: tables.RequestJson
-    """Each request's JSON, made once for its row and its events."""
-    insert: tuple[object, ...] | None
-    """The inserted request's row."""
-    update: tuple[object, ...] | None
-    """The values of :data:`_UPDATE_REQUEST` for the updated request."""
-    decider: str | None
-    """Who decided the updated request, for :data:`_SET_DECIDER`."""
-    details: list[str]
-    """Each audit draft's canonical details JSON (the hash covers it)."""
-
-
-@dataclass(frozen=True)
-class _Applied:
-    """What a write appended inside its transaction, and what the store remembers of it."""
-
-    audit: list[tables.AuditRow]
-    """The audit rows, numbered and chained."""
-    seqs: list[int]
-    """Its events' seqs, in order."""
-    events: tuple[EventDraft, ...]
-    """Its events' drafts."""
-    at: datetime
-    """When it happened."""
-    requests: list[tuple[str, Request]]
-    """The requests it wrote, with their stored JSON."""
-
-
-def _prepare(write: Write) -> _Prepared:
-    """What of ``write`` needs neither the transaction nor the chain's head."""
-    json = tables.RequestJson()
-    update, decider = None, None
-    if (request := write.update) is not None:
-        update = (
-            request.status,
-            request.version,
-            to_micros(request.expires_at) if request.expires_at else None,
-            json(request),
-            request.id,
-            request.version - 1,
-        )
-        decider = request.decision.decided_by if request.decision else None
-    for draft in write.events:
-        json(draft.request)
-    return _Prepared(
-        json=json,
-        insert=json.row(write.insert) if write.insert is not None else None,
-        update=update,
-        decider=decider,
-        details=[canonical_json(draft.details) for draft in write.audit],
-    )
-
-
-def _insert_request(conn: sqlite3.Connection, request: Request, row: tuple[object, ...]) -> None:
-    """Insert a new request; DuplicateRequest names the request it would repeat."""
-    tool_call_id = request.tool_call_id if isinstance(request, ApprovalRequest) else None
-    existing = _duplicate_row(
-        conn, request.session_id, tool_call_id, request.requested_by, request.idempotency_key
-    )
-    if existing is not None:
-        raise DuplicateRequest(existing[0])
-    try:
-        conn.execute(_INSERT_REQUEST, row)
-    except sqlite3.IntegrityError:
-        raise DuplicateRequest(request.id) from None
-    _index_text(conn, request.id, row[_AT["search"]])
-
-
-def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None:
-    """Add a new request's text to the search index, numbered after every request before it
-    (a request's text never changes, so it is indexed once)."""
-    seq = conn.execute("INSERT INTO request_search (id) VALUES (?)", (request_id,)).lastrowid
-    conn.execute("INSERT INTO requests_fts (rowid, search) VALUES (?, ?)", (seq, text))
-
-
-def _update_request(conn: sqlite3.Connection, request: Request, prepared: _Prepared) -> None:
-    """Store a request's next version, if the stored one is the version before it."""
-    assert prepared.update is not None
-    if conn.execute(_UPDATE_REQUEST, prepared.update).rowcount != 1:
-        raise VersionConflict(request.id)
-    conn.execute(_SET_DECIDER, (prepared.decider, request.id, prepared.decider))
-
-
-def _store_task(conn: sqlite3.Connection, task: Task) -> None:
-    """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    row = tables.TASKS.values(task)
-    if task.version == 1:
-        try:
-            conn.execute(_INSERT_TASK, row)
-        except sqlite3.IntegrityError:
-            raise VersionConflict(task.id) from None
-    elif conn.execute(_UPDATE_TASK, tables.update_values(row, task.version)).rowcount != 1:
-        raise VersionConflict(task.id)
-    conn.executemany(
-        "INSERT OR REPLACE INTO task_requests (request_id, task_id) VALUES (?, ?)",
-        [(request_id, task.id) for request_id in task.request_ids],
-    )
-
-
-def _append_audit(txn: _Txn, write: Write, details: list[str]) -> list[tables.AuditRow]:
-    """Chain the write's audit entries after the transaction's head, and move the head."""
-    if not write.audit:
-        return []
-    seq, prev = txn.head
-    rows = tables.chain_rows(write.audit, details, write.at, seq, prev)
-    txn.conn.executemany(_INSERT_AUDIT, rows)
-    txn.move_head(rows[-1][0], rows[-1][9])
-    return rows
-
-
-def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[int]:
-    """Append the write's events; SQLite numbers them."""
-    seqs: list[int] = []
-    at = write.at.isoformat()
-    for draft in write.events:
-        request = draft.request
-        seq = conn.execute(_INSERT_EVENT, (draft.type, at, request.id, json(request))).lastrowid
-        assert seq is not None
-        seqs.append(seq)
-    return seqs
-
-
-def _apply(txn: _Txn, write: Write, prepared: _Prepared) -> _Applied:
-    """Run one write inside the batch's transaction (and its own savepoint)."""
-    conn = txn.conn
-    if write.insert is not None:
-        assert prepared.insert is not None
-        _insert_request(conn, write.insert, prepared.insert)
-    if write.update is not None:
-        _update_request(conn, write.update, prepared)
-    if write.task is not None:
-        _store_task(conn, write.task)
-    _replace(conn, tables.GRANTS, write.grants)
-    _replace(conn, tables.WEBHOOKS, write.webhooks)
-    _replace(conn, tables.DELIVERIES, write.deliveries)
-    _replace(conn, tables.TOKENS, write.tokens)
-    _replace(conn, tables.SESSIONS, write.sessions)
-    _replace(conn, tables.ROUTES, write.routes)
-    _replace(conn, tables.NOTICES, write.notices)
-    _replace(conn, tables.PERSON_LINKS, write.links)
-    if write.removed_routes:
-        conn.executemany(
-            "DELETE FROM notify_routes WHERE id = ?", [(i,) for i in write.removed_routes]
-        )
-    if write.removed_links:
-        conn.executemany(
-            "DELETE FROM person_links WHERE id = ?",
-            [(tables.link_key(*key),) for key in write.removed_links],
-        )
-    return _Applied(
-        audit=_append_audit(txn, write, prepared.details),
-        seqs=_append_events(conn, write, prepared.json),
-        events=write.events,
-        at=write.at,
-        requests=[(prepared.json(r), r) for r in (write.insert, write.update) if r is not None],
-    )
 
 
 def _coverage(conn: sqlite3.Connection, sample: int) -> LogCoverage:
