@@ -12,6 +12,9 @@ without it (a test client, another server) is served through plain ASGI sends in
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from asyncio import BaseTransport
 from typing import Any
 
 from starlette.websockets import WebSocket
@@ -30,8 +33,21 @@ uvicorn's own wait ends in ``transport.close()``, which first flushes the write 
 client that stopped reading that is forever, with the buffer held."""
 
 
+SEND_BUFFER = 256 * 1024
+"""The kernel's send buffer for each WebSocket (Linux doubles it), instead of its autotuned
+up to 4 MB (``tcp_wmem``): with it, a client that stopped reading is found (server/hub.py's
+``BACKLOG``) after about a megabyte, not five, and holds no more than that."""
+
+
 class HubWebSocketProtocol(WebSocketsSansIOProtocol):
     """A WebSocket connection the hub can write frames to and close without the ASGI app."""
+
+    def connection_made(self, transport: BaseTransport) -> None:
+        super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)

@@ -1,0 +1,403 @@
+"""The event hub (server/hub.py) against real servers: replay then live with no gap and no
+repeat while events are committed, session filters, heartbeats, shutdown, revocation, and
+clients that stop reading."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import socket
+import struct
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from signoff.bus.local import LocalBus
+from signoff.server.app import API, create_app
+from signoff.server.hub import DirectMember, Hub
+from signoff.server.shutdown import GOING_AWAY
+from signoff.server.wsprotocol import HubWebSocketProtocol
+from signoff.service import Service
+from signoff.store.sqlite import SQLiteStore
+from tests.serving import Server, agent_token, bearer, free_port, serve_for_module
+
+Message = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One ``signoff serve`` for the module."""
+    yield from serve_for_module(tmp_path_factory.mktemp("hub"))
+
+
+def ws_url(server: Server, query: str = "") -> str:
+    """The server's WebSocket URL, with ``query``."""
+    return server.base.replace("http", "ws") + f"{API}/ws" + (f"?{query}" if query else "")
+
+
+async def create(http: httpx.AsyncClient, session: str, **args: Any) -> str:
+    """File a request as the client's agent; its id."""
+    made = await http.post(
+        f"{API}/requests", json={"session_id": session, "tool_name": "t", "tool_args": args}
+    )
+    assert made.status_code == 201, made.text
+    request_id: str = made.json()["id"]
+    return request_id
+
+
+async def events_until(ws: ClientConnection, done: Any) -> list[Message]:
+    """The events (not heartbeats) read from ``ws`` until ``done(event)``, that one included."""
+    seen: list[Message] = []
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        if message["type"] == "heartbeat":
+            continue
+        seen.append(message)
+        if done(message):
+            return seen
+
+
+async def sse_until(lines: AsyncIterator[str], done: Any) -> list[Message]:
+    """The events read from an SSE stream until ``done(event)``, that one included; each
+    event's ``id:`` line is checked against its seq."""
+    seen: list[Message] = []
+    event_id = None
+    async for line in lines:
+        if line.startswith("id: "):
+            event_id = int(line[4:])
+        elif line.startswith("data: "):
+            message = json.loads(line[6:])
+            assert message["seq"] == event_id
+            seen.append(message)
+            if done(message):
+                return seen
+    raise AssertionError("the stream ended")
+
+
+async def close_code(ws: ClientConnection) -> int | None:
+    """Read ``ws`` until the server closes it: the code it closed with."""
+    try:
+        while True:
+            await asyncio.wait_for(ws.recv(), 10)
+    except ConnectionClosed as closed:
+        return closed.rcvd.code if closed.rcvd is not None else None
+
+
+def seqs(events: list[Message]) -> list[int]:
+    """The events' seqs, in order received."""
+    return [event["seq"] for event in events]
+
+
+async def test_joins_racing_a_writer_get_every_event_once_in_order(served: Server) -> None:
+    """Clients joining with since= (and without) while requests are filed get, WebSocket and
+    SSE alike, every event after their since exactly once, in seq order, then live ones."""
+    assert served.admin_token is not None
+    admin = bearer(served.admin_token)
+    token = agent_token(served, "racer")
+    joiners = 24
+    async with (
+        httpx.AsyncClient(base_url=served.base, headers=bearer(token), timeout=30) as agent,
+        httpx.AsyncClient(base_url=served.base, headers=admin, timeout=30) as http,
+        connect(ws_url(served), additional_headers=admin) as leader,
+    ):
+        first = await create(agent, "race")
+        start = (await events_until(leader, lambda e: e["request"]["id"] == first))[-1]["seq"]
+        written: list[str] = []  # one event each: seqs up to start + len(written) exist
+        connected: list[None] = []
+        all_in = asyncio.Event()
+
+        def joined_in() -> None:
+            connected.append(None)
+            if len(connected) == joiners:
+                all_in.set()
+
+        async def writer() -> None:
+            for n in range(60):
+                written.append(await create(agent, "race", n=n))
+
+        def is_end(event: Message) -> bool:
+            return event["request"]["tool_args"].get("end") is True
+
+        async def joiner(number: int) -> tuple[int | None, list[Message]]:
+            await asyncio.sleep(random.uniform(0, 0.5))
+            since = random.randint(start, start + len(written)) if number % 3 else None
+            query = f"since={since}" if since is not None else ""
+            if number % 2:
+                async with connect(ws_url(served, query), additional_headers=admin) as ws:
+                    joined_in()
+                    return since, await events_until(ws, is_end)
+            params = {"since": since} if since is not None else {}
+            async with http.stream("GET", f"{API}/events", params=params) as stream:
+                lines = stream.aiter_lines()
+                assert await anext(lines) == "retry: 2000"
+                joined_in()
+                return since, await sse_until(lines, is_end)
+
+        async def then_end() -> None:
+            # the last event, once every joiner is in: each stream reads until it
+            await writing
+            await all_in.wait()
+            await create(agent, "race", end=True)
+
+        writing = asyncio.create_task(writer())
+        everything, joined, _ = await asyncio.gather(
+            events_until(leader, is_end),
+            asyncio.gather(*(joiner(n) for n in range(joiners))),
+            then_end(),
+        )
+    final = everything[-1]["seq"]
+    assert seqs(everything) == list(range(start + 1, final + 1))
+    for since, got in joined:
+        numbers = seqs(got)
+        begin = numbers[0] - 1 if since is None else since
+        assert numbers == list(range(begin + 1, final + 1)), (since, numbers)
+
+
+async def test_a_session_filter_gets_that_session_only(served: Server) -> None:
+    """?session_id= on WebSocket and SSE, live and replayed: that session's events, all of them."""
+    assert served.admin_token is not None
+    admin = bearer(served.admin_token)
+    token = agent_token(served, "sessions")
+    async with (
+        httpx.AsyncClient(base_url=served.base, headers=bearer(token), timeout=30) as agent,
+        httpx.AsyncClient(base_url=served.base, headers=admin, timeout=30) as http,
+        connect(ws_url(served, "session_id=one"), additional_headers=admin) as live,
+        http.stream("GET", f"{API}/events", params={"session_id": "one"}) as sse,
+    ):
+        mine = [await create(agent, "one"), await create(agent, "two"), await create(agent, "one")]
+        end = await create(agent, "one", end=True)
+
+        def is_end(event: Message) -> bool:
+            return bool(event["request"]["id"] == end)
+
+        got_ws = await events_until(live, is_end)
+        got_sse = await sse_until(sse.aiter_lines(), is_end)
+        since = got_ws[0]["seq"] - 1
+        async with connect(
+            ws_url(served, f"session_id=one&since={since}"), additional_headers=admin
+        ) as replayed:
+            got_replay = await events_until(replayed, is_end)
+    for got in (got_ws, got_sse, got_replay):
+        assert [e["request"]["id"] for e in got] == [mine[0], mine[2], end]
+        assert {e["request"]["session_id"] for e in got} == {"one"}
+
+
+@contextlib.asynccontextmanager
+async def in_process(tmp_path: Path, heartbeat: float) -> AsyncIterator[tuple[str, FastAPI, str]]:
+    """The app under uvicorn in this process (as ``signoff serve`` runs it: the hub's socket
+    protocol, no compression), with ``heartbeat``: its base URL, the app and an admin token."""
+    store = SQLiteStore(str(tmp_path / "hub.db"))
+    await store.open()
+    service = Service(store, bus=LocalBus(), read_file=None)
+    token, _ = await service.create_token("root", "admin")
+    app = create_app(service, sweep=False, webhooks=False, heartbeat=heartbeat)
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        port=port,
+        log_level="warning",
+        ws=HubWebSocketProtocol,
+        ws_per_message_deflate=False,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(1000):  # uvicorn offers no event for "listening"
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}", app, token
+    finally:
+        server.should_exit = True
+        await task
+        await store.close()
+
+
+async def test_idle_streams_get_heartbeats_from_the_hub(tmp_path: Path) -> None:
+    """An idle WebSocket (written to by the hub itself) and SSE stream get heartbeats."""
+    async with in_process(tmp_path, heartbeat=0.1) as (base, app, token):
+        hub: Hub = app.state.hub
+        ws_base = base.replace("http", "ws")
+        async with (
+            connect(f"{ws_base}{API}/ws", additional_headers=bearer(token)) as ws,
+            httpx.AsyncClient(base_url=base, headers=bearer(token), timeout=30) as http,
+            http.stream("GET", f"{API}/events") as sse,
+        ):
+            beats = [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(3)]
+            assert beats == [{"type": "heartbeat"}] * 3
+            lines = sse.aiter_lines()
+            comments: list[str] = []
+            while len(comments) < 2:
+                line = await asyncio.wait_for(anext(lines), 10)
+                if line.startswith(":"):
+                    comments.append(line)
+            assert comments == [": heartbeat"] * 2
+            members = [m for group in hub._groups.values() for m in group]
+            assert hub.members == 2
+            assert sum(isinstance(m, DirectMember) for m in members) == 1
+
+
+async def test_shutdown_closes_joined_sockets_with_going_away(tmp_path: Path) -> None:
+    """When the server begins to stop, each joined WebSocket is closed with 1001 and each SSE
+    stream ends saying why; the hub is left with no member."""
+    async with in_process(tmp_path, heartbeat=5) as (base, app, token):
+        hub: Hub = app.state.hub
+        ws_base = base.replace("http", "ws")
+        async with (
+            connect(f"{ws_base}{API}/ws?since=0", additional_headers=bearer(token)) as ws,
+            httpx.AsyncClient(base_url=base, headers=bearer(token), timeout=30) as http,
+            http.stream("GET", f"{API}/events?since=0") as sse,
+        ):
+            for _ in range(500):
+                if hub.members == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert hub.members == 2
+            app.state.shutdown.begin()  # what `signoff serve` does first on SIGTERM
+            assert await close_code(ws) == GOING_AWAY
+            tail = [line async for line in sse.aiter_lines()]
+            assert ": stream ended: the server is shutting down" in tail
+            assert hub.members == 0
+
+
+async def test_a_revoked_token_loses_its_streams_and_no_one_else_does(served: Server) -> None:
+    """Revoking an agent's token closes its WebSocket with 4401 and ends its SSE stream; the
+    other agent's socket, in the same hub group's neighbour, keeps getting events."""
+    revoked = served.cli("token", "create", "doomed", "--role", "agent")
+    assert revoked.returncode == 0, revoked.stderr
+    doomed = revoked.stdout.strip()
+    token_id = next(w for w in revoked.stderr.split() if w.startswith("tok_"))
+    other = agent_token(served, "survivor")
+    async with (
+        httpx.AsyncClient(base_url=served.base, headers=bearer(other), timeout=30) as agent,
+        httpx.AsyncClient(base_url=served.base, headers=bearer(doomed), timeout=30) as http,
+        connect(ws_url(served), additional_headers=bearer(doomed)) as gone,
+        connect(ws_url(served), additional_headers=bearer(other)) as kept,
+        http.stream("GET", f"{API}/events") as sse,
+    ):
+        done = await asyncio.to_thread(served.cli, "token", "revoke", token_id)
+        assert done.returncode == 0, done.stderr
+        assert await close_code(gone) == 4401
+        tail = [line async for line in sse.aiter_lines()]
+        assert any(line.startswith(": stream ended:") for line in tail), tail
+        later = await create(agent, "after")
+        got = await events_until(kept, lambda e: e["request"]["id"] == later)
+        assert {e["request"]["requested_by"] for e in got} == {"survivor"}
+
+
+def _raw_websocket(port: int, token: str, query: str) -> socket.socket:
+    """A WebSocket handshake over a plain socket with a tiny receive buffer, that then reads
+    nothing: a client that stopped reading."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(
+        (
+            f"GET {API}/ws?{query} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            f"Sec-WebSocket-Version: 13\r\nAuthorization: Bearer {token}\r\n\r\n"
+        ).encode()
+    )
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def _close_code(sock: socket.socket) -> int | None:
+    """Read what the server sent until its close frame (its code) or the end of the
+    connection (None: cut without one)."""
+    sock.settimeout(30)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            return None
+        data += chunk
+        code = _close_frame_code(data)
+        if code is not None:
+            return code
+
+
+def _close_frame_code(data: bytes) -> int | None:
+    """The code of the close frame among the server's frames in ``data``, if it is there."""
+    at = 0
+    while at + 2 <= len(data):
+        opcode, length = data[at] & 0x0F, data[at + 1] & 0x7F
+        at += 2
+        if length == 126:
+            (length,) = struct.unpack("!H", data[at : at + 2])
+            at += 2
+        elif length == 127:
+            (length,) = struct.unpack("!Q", data[at : at + 8])
+            at += 8
+        if opcode == 0x8 and at + 2 <= len(data):
+            code: int = struct.unpack("!H", data[at : at + 2])[0]
+            return code
+        at += length
+    return None
+
+
+async def websocket_gauge(http: httpx.AsyncClient) -> float:
+    """The server's ``signoff_websocket_clients`` gauge."""
+    text = (await http.get("/metrics")).text
+    line = next(line for line in text.splitlines() if line.startswith("signoff_websocket_clients"))
+    return float(line.split()[-1])
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_catches_up_with_since(
+    served: Server,
+) -> None:
+    """A socket that reads nothing is disconnected once its backlog passes the hub's limit,
+    while a reading client gets every event; reconnecting with since= it gets them all."""
+    assert served.admin_token is not None
+    admin = bearer(served.admin_token)
+    token = agent_token(served, "bulky")
+    port = int(served.base.rsplit(":", 1)[1])
+    async with (
+        httpx.AsyncClient(base_url=served.base, headers=bearer(token), timeout=30) as agent,
+        httpx.AsyncClient(base_url=served.base, headers=admin, timeout=30) as http,
+        connect(ws_url(served), additional_headers=admin, max_size=None) as reader,
+    ):
+        before = await create(agent, "bulk")
+        since = (await events_until(reader, lambda e: e["request"]["id"] == before))[-1]["seq"]
+        stalled = await asyncio.to_thread(_raw_websocket, port, served.admin_token, "")
+        try:
+            for _ in range(200):
+                if await websocket_gauge(http) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            blob = "x" * 60_000
+            reading = asyncio.create_task(  # reads as they come: it never falls behind
+                events_until(reader, lambda e: e["request"]["tool_args"].get("n") == 39)
+            )
+            made = [await create(agent, "bulk", blob=blob, n=n) for n in range(40)]
+            got = await reading
+            assert [e["request"]["id"] for e in got] == made
+            for _ in range(500):  # the stalled one is dropped: only the reader is left
+                if await websocket_gauge(http) == 1:
+                    break
+                await asyncio.sleep(0.02)
+            assert await websocket_gauge(http) == 1
+            code = await asyncio.to_thread(_close_code, stalled)
+            assert code in (1013, None)
+        finally:
+            stalled.close()
+        async with connect(
+            ws_url(served, f"since={since}"), additional_headers=admin, max_size=None
+        ) as again:
+            caught_up = await events_until(again, lambda e: e["request"]["id"] == made[-1])
+    assert [e["request"]["id"] for e in caught_up] == made
