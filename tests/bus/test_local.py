@@ -159,3 +159,62 @@ async def test_following_is_automatic_only_for_shared_stores_and_ends_on_close(
     await service.close()
     assert service.follower is None
     assert following[0].done()
+
+
+async def test_each_subscription_gets_exactly_its_events() -> None:
+    """Filtered by request, by session, by both (matching or not) and by nothing: each
+    subscription gets exactly the events its filters pass, in order, and no other."""
+    service = memory_service()
+    bus = service.bus
+    a = (await service.submit({"session_id": "s1", "tool_name": "t"}, AGENT)).request
+    b = (await service.submit({"session_id": "s1", "tool_name": "t"}, AGENT)).request
+    c = (await service.submit({"session_id": "s2", "tool_name": "t"}, AGENT)).request
+    subscriptions = {
+        "request a": bus.subscribe(request_id=a.id),
+        "session s1": bus.subscribe(session_id="s1"),
+        "a in s1": bus.subscribe(request_id=a.id, session_id="s1"),
+        "a in s2": bus.subscribe(request_id=a.id, session_id="s2"),
+        "c in s2": bus.subscribe(request_id=c.id, session_id="s2"),
+        "everything": bus.subscribe(),
+    }
+    for request in (a, b, c):
+        await service.decide(request.id, {"type": "approve"}, APPROVER)
+    got: dict[str, list[str]] = {}
+    for name, subscription in subscriptions.items():
+        got[name] = []
+        while (event := subscription.get_nowait()) is not None:
+            got[name].append(event.request.id)
+        subscription.close()
+    assert got == {
+        "request a": [a.id],
+        "session s1": [a.id, b.id],
+        "a in s1": [a.id],
+        "a in s2": [],
+        "c in s2": [c.id],
+        "everything": [a.id, b.id, c.id],
+    }
+    assert isinstance(bus, LocalBus) and bus.subscriber_count == 0
+
+
+async def test_publishing_costs_the_same_with_ten_thousand_waiters_on_other_requests() -> None:
+    """An event is offered to its own request's subscriptions, its session's and the
+    unfiltered ones, never to the subscriptions of the 10,000 other requests waited on."""
+    service = memory_service()
+    bus = service.bus
+    assert isinstance(bus, LocalBus)
+
+    async def offers_for_one_decision(waiters: int) -> int:
+        others = [bus.subscribe(request_id=f"req_other{n}") for n in range(waiters)]
+        mine = (await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)).request
+        waiting = bus.subscribe(request_id=mine.id)
+        before = bus.offers
+        await service.decide(mine.id, {"type": "approve"}, APPROVER)
+        offered = bus.offers - before
+        decided = waiting.get_nowait()
+        assert decided is not None and decided.type == "decided"
+        for subscription in [*others, waiting]:
+            subscription.close()
+        return offered
+
+    assert await offers_for_one_decision(1) == await offers_for_one_decision(10_000) == 1
+    assert bus.subscriber_count == 0
