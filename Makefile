@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/pending_scale.py
 	$(BIN)/python bench/server.py
+	$(BIN)/python bench/waiters.py  # 10,000 agents long-polling wait on one server
 	$(BIN)/python bench/lifecycle_pg.py  # needs PostgreSQL (SIGNOFF_TEST_PG)
 	$(BIN)/python bench/nodes_pg.py
 	$(BIN)/python bench/pending_scale_pg.py
