@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from signoff.bus.follower import EventLogFollower
@@ -35,7 +36,10 @@ CHANNEL = "signoff_events"
 logger = logging.getLogger("signoff.bus.postgres")
 
 _TURNS = 8
-"""How many turns of the event loop a NOTIFY waits for this process's service to publish."""
+"""How many turns of the event loop a NOTIFY of this process's commit first gives its
+service to publish, before it waits in steps of a twentieth of :data:`_GRACE`."""
+_GRACE = 0.05
+"""How long, in seconds, the follower waits for this process's service to publish its commit."""
 
 
 class PostgresEventFollower(EventLogFollower):
@@ -49,9 +53,14 @@ class PostgresEventFollower(EventLogFollower):
         *,
         poll: float = 2.0,
         max_backoff: float = 5.0,
+        committed_here: Callable[[int], bool] | None = None,
     ) -> None:
+        """``committed_here(seq)``: whether this process committed that event (the store
+        knows), so that its NOTIFY needs no read; without it, only events already on the
+        bus are skipped."""
         super().__init__(store, bus, interval=poll)
         self._dsn = dsn
+        self._committed_here = committed_here
         self._max_backoff = max_backoff
         self._wake = asyncio.Event()
         self._connection: Any = None
@@ -66,21 +75,28 @@ class PostgresEventFollower(EventLogFollower):
         self._wake.set()
 
     async def _published_here(self) -> bool:
-        """Whether every seq notified since the cursor went through this bus already.
+        """Whether every seq notified since the cursor is this process's and on its bus.
 
-        A commit of this process needs no read: its service publishes it itself. Only when
-        every seq from the cursor to the last notified one is such a commit can the cursor
-        skip ahead; otherwise another server's commit is in between, to be read. The
-        NOTIFY and the commit's own reply arrive on two connections in either order, so
-        the service gets a few turns of the loop to publish before the log is read.
+        A commit of this process needs no read: its service publishes it. Only when every
+        seq from the cursor to the last notified one is such a commit can the cursor skip
+        ahead; otherwise another server's commit is in between, to be read at once. The
+        NOTIFY can arrive before the service has published (it comes on another
+        connection), so the follower waits a little for that, and reads the log if the
+        events do not come (the service's caller was cancelled between commit and publish).
         """
-        last = self._notified_seq
-        for _ in range(_TURNS):
-            if all(self._bus.already_published(s) for s in range(self._cursor + 1, last + 1)):
-                self._cursor = max(self._cursor, last)
-                return True
-            await asyncio.sleep(0)
-        return False
+        seqs = range(self._cursor + 1, self._notified_seq + 1)
+        ours = self._committed_here
+        if not all(self._bus.already_published(s) or (ours and ours(s)) for s in seqs):
+            return False
+        deadline = asyncio.get_running_loop().time() + _GRACE
+        turns = 0
+        while not all(self._bus.already_published(s) for s in seqs):
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            turns += 1
+            await asyncio.sleep(0 if turns < _TURNS else _GRACE / 20)
+        self._cursor = max(self._cursor, seqs.stop - 1)
+        return True
 
     async def _listen(self) -> None:
         connection = await asyncpg.connect(self._dsn)

@@ -146,16 +146,25 @@ class _RecentEvents:
     def __init__(self, size: int) -> None:
         self._size = size
         self._events: dict[int, Event] = {}
+        self._mine: set[int] = set()
         self._newest = 0
 
-    def add(self, events: Iterable[Event]) -> None:
-        """Keep ``events``; past the size, forget the oldest quarter."""
+    def add(self, events: Iterable[Event], *, mine: bool = False) -> None:
+        """Keep ``events`` (``mine``: this process committed them); past the size, forget
+        the oldest quarter."""
         for event in events:
             self._events[event.seq] = event
             self._newest = max(self._newest, event.seq)
+            if mine:
+                self._mine.add(event.seq)
         if len(self._events) > self._size:
             for seq in sorted(self._events)[: len(self._events) - self._size * 3 // 4]:
                 del self._events[seq]
+                self._mine.discard(seq)
+
+    def mine(self, seq: int) -> bool:
+        """Whether this process committed the event with this seq (among those held)."""
+        return seq in self._mine
 
     def get(self, seq: int) -> Event | None:
         """The event with this seq, if held."""
@@ -328,11 +337,12 @@ class PostgresStore:
                         async with conn.transaction():  # COMMIT is sent on leaving the block
                             committed = await _apply(conn, write)
                             committing = True
+                    if committed is not None:  # known as this process's before any await
+                        self._recent.add(committed.events, mine=True)
                 finally:
                     await _release(pool, conn)
                 if committed is None:
                     raise await self._refusal(write)
-                self._recent.add(committed.events)
                 return committed
             except SignoffError:
                 raise
@@ -363,6 +373,14 @@ class PostgresStore:
         # ON CONFLICT waited for the clashing insert to commit, so a new snapshot sees it
         existing = await self._read(read)
         return DuplicateRequest(existing[0] if existing else request.id)
+
+    def committed_here(self, seq: int) -> bool:
+        """Whether this store committed the event with this seq, among its newest events.
+
+        Its LISTEN follower, notified of a commit, reads nothing when the commit was this
+        process's own: the service that made it publishes its events.
+        """
+        return self._recent.mine(seq)
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
