@@ -256,14 +256,27 @@ def apply_decision(
     _check_decider(request, decision, principal)
     seen = seen_details(request)
     seen_digest = seen.get("args_digest") if isinstance(request, ApprovalRequest) else None
-    record = DecisionRecord(
-        decision=decision,
-        decided_by=principal.name,
-        decided_at=now,
-        seen_digest=seen_digest if isinstance(seen_digest, str) else None,
-        via=via,
-        client=client,
-    )
+    digest = seen_digest if isinstance(seen_digest, str) else None
+    if client is None:
+        # Every field is a validated record's or this function's own: built without
+        # walking them again (the decision was walked for lone surrogates and NaN when it
+        # was parsed). An MCP client's self-reported name is still checked as text.
+        record = DecisionRecord.model_construct(
+            decision=decision,
+            decided_by=principal.name,
+            decided_at=now,
+            seen_digest=digest,
+            via=via,
+        )
+    else:
+        record = DecisionRecord(
+            decision=decision,
+            decided_by=principal.name,
+            decided_at=now,
+            seen_digest=digest,
+            via=via,
+            client=client,
+        )
     details: dict[str, JsonValue] = {"seen": seen, "decision": decision.model_dump(mode="json")}
     if via != "person":
         details["via"] = via
