@@ -93,7 +93,7 @@ def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
     if postgres is not None and isinstance(store, postgres.PostgresStore):
         from signoff.bus.postgres import PostgresEventFollower
 
-        return PostgresEventFollower(store.dsn, store, bus, committed_here=store.committed_here)
+        return PostgresEventFollower(store.dsn, store, bus, own_backend=store.is_own_backend)
     return EventLogFollower(store, bus)
 
 

@@ -37,7 +37,7 @@ logger = logging.getLogger("signoff.bus.postgres")
 
 _TURNS = 8
 """How many turns of the event loop a NOTIFY of this process's commit first gives its
-service to publish, before it waits in steps of a twentieth of :data:`_GRACE`."""
+service to publish, before waiting in steps of a twentieth of :data:`_GRACE`."""
 _GRACE = 0.05
 """How long, in seconds, the follower waits for this process's service to publish its commit."""
 
@@ -53,14 +53,15 @@ class PostgresEventFollower(EventLogFollower):
         *,
         poll: float = 2.0,
         max_backoff: float = 5.0,
-        committed_here: Callable[[int], bool] | None = None,
+        own_backend: Callable[[int], bool] | None = None,
     ) -> None:
-        """``committed_here(seq)``: whether this process committed that event (the store
-        knows), so that its NOTIFY needs no read; without it, only events already on the
-        bus are skipped."""
+        """``own_backend(pid)``: whether a NOTIFY from that backend is a commit of this
+        process (the store knows its connections), which then needs no read; without it,
+        every NOTIFY is read."""
         super().__init__(store, bus, interval=poll)
         self._dsn = dsn
-        self._committed_here = committed_here
+        self._own_backend = own_backend
+        self._foreign = False
         self._max_backoff = max_backoff
         self._wake = asyncio.Event()
         self._connection: Any = None
@@ -69,29 +70,31 @@ class PostgresEventFollower(EventLogFollower):
         self.reconnects = 0
         """How many times the listening connection was re-established (for tests, metrics)."""
 
-    def _notified(self, _connection: object, _pid: int, _channel: str, payload: str) -> None:
+    def _notified(self, _connection: object, pid: int, _channel: str, payload: str) -> None:
         with contextlib.suppress(ValueError):
             self._notified_seq = max(self._notified_seq, int(payload))
+        if self._own_backend is None or not self._own_backend(pid):
+            self._foreign = True
         self._wake.set()
 
     async def _published_here(self) -> bool:
         """Whether every seq notified since the cursor is this process's and on its bus.
 
         A commit of this process needs no read: its service publishes it. Only when every
-        seq from the cursor to the last notified one is such a commit can the cursor skip
-        ahead; otherwise another server's commit is in between, to be read at once. The
-        NOTIFY can arrive before the service has published (it comes on another
-        connection), so the follower waits a little for that, and reads the log if the
-        events do not come (the service's caller was cancelled between commit and publish).
+        NOTIFY since the last read came from this process's own connections (the backend
+        pid says) can the cursor skip ahead, once those events are on the bus; a commit of
+        another server is read at once. The NOTIFY comes on another connection than the
+        commit's reply, in either order, so the follower gives the service a little time
+        to publish, and reads the log if the events do not come (say, the service's caller
+        was cancelled between commit and publish).
         """
-        seqs = range(self._cursor + 1, self._notified_seq + 1)
-        ours = self._committed_here
-        if not all(self._bus.already_published(s) or (ours and ours(s)) for s in seqs):
+        if self._foreign:
             return False
+        seqs = range(self._cursor + 1, self._notified_seq + 1)
         deadline = asyncio.get_running_loop().time() + _GRACE
         turns = 0
         while not all(self._bus.already_published(s) for s in seqs):
-            if asyncio.get_running_loop().time() > deadline:
+            if self._foreign or asyncio.get_running_loop().time() > deadline:
                 return False
             turns += 1
             await asyncio.sleep(0 if turns < _TURNS else _GRACE / 20)
@@ -132,6 +135,7 @@ class PostgresEventFollower(EventLogFollower):
                 # those of this process's own commits: read the log from our seq
                 self._wake.clear()
                 if not (connected and woken and await self._published_here()):
+                    self._foreign = False  # what it notified, this read reaches
                     await self.poll_once()
                 woken = False
                 with contextlib.suppress(TimeoutError):

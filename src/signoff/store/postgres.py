@@ -146,25 +146,16 @@ class _RecentEvents:
     def __init__(self, size: int) -> None:
         self._size = size
         self._events: dict[int, Event] = {}
-        self._mine: set[int] = set()
         self._newest = 0
 
-    def add(self, events: Iterable[Event], *, mine: bool = False) -> None:
-        """Keep ``events`` (``mine``: this process committed them); past the size, forget
-        the oldest quarter."""
+    def add(self, events: Iterable[Event]) -> None:
+        """Keep ``events``; past the size, forget the oldest quarter."""
         for event in events:
             self._events[event.seq] = event
             self._newest = max(self._newest, event.seq)
-            if mine:
-                self._mine.add(event.seq)
         if len(self._events) > self._size:
             for seq in sorted(self._events)[: len(self._events) - self._size * 3 // 4]:
                 del self._events[seq]
-                self._mine.discard(seq)
-
-    def mine(self, seq: int) -> bool:
-        """Whether this process committed the event with this seq (among those held)."""
-        return seq in self._mine
 
     def get(self, seq: int) -> Event | None:
         """The event with this seq, if held."""
@@ -203,6 +194,7 @@ class PostgresStore:
         self._where = _where(dsn)
         self._pool: Any = None
         self._recent = _RecentEvents(_RECENT_EVENTS)
+        self._backends: set[int] = set()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -221,6 +213,7 @@ class PostgresStore:
                 timeout=self._connect_timeout,
                 server_settings=settings,
                 reset=_keep_session,
+                init=self._joined,
             )
         except (*_FAILURES, ValueError) as exc:
             raise StoreUnavailable(f"cannot connect to {self._where}: {_one_line(exc)}") from None
@@ -337,8 +330,8 @@ class PostgresStore:
                         async with conn.transaction():  # COMMIT is sent on leaving the block
                             committed = await _apply(conn, write)
                             committing = True
-                    if committed is not None:  # known as this process's before any await
-                        self._recent.add(committed.events, mine=True)
+                    if committed is not None:
+                        self._recent.add(committed.events)
                 finally:
                     await _release(pool, conn)
                 if committed is None:
@@ -374,13 +367,17 @@ class PostgresStore:
         existing = await self._read(read)
         return DuplicateRequest(existing[0] if existing else request.id)
 
-    def committed_here(self, seq: int) -> bool:
-        """Whether this store committed the event with this seq, among its newest events.
+    def is_own_backend(self, pid: int) -> bool:
+        """Whether ``pid`` is the server process of one of this store's connections.
 
-        Its LISTEN follower, notified of a commit, reads nothing when the commit was this
-        process's own: the service that made it publishes its events.
+        A NOTIFY names the backend that committed: its LISTEN follower reads nothing for a
+        commit of this process, whose service publishes the events itself.
         """
-        return self._recent.mine(seq)
+        return pid in self._backends
+
+    async def _joined(self, conn: Any) -> None:
+        """A new pooled connection: its backend's pid is one of this store's."""
+        self._backends.add(conn.get_server_pid())
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
