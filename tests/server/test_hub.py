@@ -18,12 +18,13 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.bus.local import LocalBus
 from signoff.server.app import API, create_app
-from signoff.server.hub import DirectMember, Hub
+from signoff.server.hub import DirectMember, Hub, QueuedMember
 from signoff.server.shutdown import GOING_AWAY
 from signoff.server.wsprotocol import HubWebSocketProtocol
 from signoff.service import Service
@@ -31,6 +32,7 @@ from signoff.store.sqlite import SQLiteStore
 from tests.serving import Server, agent_token, bearer, free_port, serve_for_module
 
 Message = dict[str, Any]
+CALL = {"session_id": "s", "tool_name": "t"}
 
 
 @pytest.fixture(scope="module")
@@ -192,9 +194,12 @@ async def test_a_session_filter_gets_that_session_only(served: Server) -> None:
 
 
 @contextlib.asynccontextmanager
-async def in_process(tmp_path: Path, heartbeat: float) -> AsyncIterator[tuple[str, FastAPI, str]]:
+async def in_process(
+    tmp_path: Path, heartbeat: float, ws: type[asyncio.Protocol] = HubWebSocketProtocol
+) -> AsyncIterator[tuple[str, FastAPI, str]]:
     """The app under uvicorn in this process (as ``signoff serve`` runs it: the hub's socket
-    protocol, no compression), with ``heartbeat``: its base URL, the app and an admin token."""
+    protocol ``ws``, no compression), with ``heartbeat``: its base URL, the app and an admin
+    token."""
     store = SQLiteStore(str(tmp_path / "hub.db"))
     await store.open()
     service = Service(store, bus=LocalBus(), read_file=None)
@@ -205,7 +210,7 @@ async def in_process(tmp_path: Path, heartbeat: float) -> AsyncIterator[tuple[st
         app,
         port=port,
         log_level="warning",
-        ws=HubWebSocketProtocol,
+        ws=ws,
         ws_per_message_deflate=False,
     )
     server = uvicorn.Server(config)
@@ -244,6 +249,34 @@ async def test_idle_streams_get_heartbeats_from_the_hub(tmp_path: Path) -> None:
             members = [m for group in hub._groups.values() for m in group]
             assert hub.members == 2
             assert sum(isinstance(m, DirectMember) for m in members) == 1
+
+
+async def test_a_socket_the_hub_cannot_write_to_gets_the_same_through_asgi(
+    tmp_path: Path,
+) -> None:
+    """Under uvicorn's own WebSocket protocol the hub queues the events for the handler to
+    send: replay, live events and heartbeats arrive as they do on ``signoff serve``."""
+    async with in_process(tmp_path, heartbeat=0.1, ws=WebSocketsSansIOProtocol) as (
+        base,
+        app,
+        token,
+    ):
+        hub: Hub = app.state.hub
+        async with httpx.AsyncClient(base_url=base, headers=bearer(token), timeout=30) as http:
+            agent, _ = await app.state.service.create_token("bot", "agent")
+            headers = bearer(agent)
+            before = (await http.post(f"{API}/requests", json=CALL, headers=headers)).json()
+            url = base.replace("http", "ws") + f"{API}/ws?since=0"
+            async with connect(url, additional_headers=bearer(token)) as ws:
+                replayed = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert replayed["request"]["id"] == before["id"]
+                assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {"type": "heartbeat"}
+                members = [m for group in hub._groups.values() for m in group]
+                assert [type(m) for m in members] == [QueuedMember]
+                live = (await http.post(f"{API}/requests", json=CALL, headers=headers)).json()
+                got = await events_until(ws, lambda e: e["request"]["id"] == live["id"])
+                assert [e["request"]["id"] for e in got] == [live["id"]]
+                assert got[0]["seq"] == replayed["seq"] + 1
 
 
 async def test_shutdown_closes_joined_sockets_with_going_away(tmp_path: Path) -> None:
