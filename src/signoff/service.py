@@ -1236,33 +1236,48 @@ class Service:
         return await self.store.list_requests(query)
 
     async def wait(
-        self, request_id: str, timeout: float, principal: Principal | None = None
+        self,
+        request_id: str,
+        timeout: float,
+        principal: Principal | None = None,
+        *,
+        until: asyncio.Future[None] | None = None,
     ) -> Request:
-        """The request once it is no longer pending, or as it is after ``timeout`` seconds.
+        """The request once it is no longer pending, or as it is after ``timeout`` seconds
+        or once ``until`` is done (a server stopping), whichever comes first.
 
-        Woken by events; an expiry that falls due while waiting is applied here.
+        Woken by its request's events (the bus finds the subscription by request id) or by
+        its timer, never by polling; an expiry that falls due while waiting is applied here.
+        ``until`` wakes this coroutine itself, so a long poll costs no task of its own.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0.0, timeout)
         async with self.bus.subscribe(request_id=request_id) as subscription:
-            request = await self.get(request_id, principal)
-            while request.status == "pending":
-                now = self.clock()
-                if is_overdue(request, now):
-                    await self._expire(request, now)
-                    request = await self._get(request_id)
-                    continue
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                if request.expires_at is not None:
-                    remaining = min(remaining, (request.expires_at - now).total_seconds() + 0.001)
-                event = await subscription.get(timeout=remaining)
-                if event is not None and event.request.version > request.version:
-                    request = event.request
-                elif event is None:
-                    request = await self._get(request_id)
-            return request
+            if until is not None:
+                until.add_done_callback(subscription.interrupt)
+            try:
+                request = await self.get(request_id, principal)
+                while request.status == "pending" and (until is None or not until.done()):
+                    now = self.clock()
+                    if is_overdue(request, now):
+                        await self._expire(request, now)
+                        request = await self._get(request_id)
+                        continue
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    if request.expires_at is not None:
+                        expiry = (request.expires_at - now).total_seconds() + 0.001
+                        remaining = min(remaining, expiry)
+                    event = await subscription.get(timeout=remaining)
+                    if event is not None and event.request.version > request.version:
+                        request = event.request
+                    elif event is None and (until is None or not until.done()):
+                        request = await self._get(request_id)  # its timer: expiry or timeout
+                return request
+            finally:
+                if until is not None:
+                    until.remove_done_callback(subscription.interrupt)
 
     async def audit(
         self, request_id: str | None = None, principal: Principal | None = None

@@ -77,8 +77,11 @@ class Subscription:
                 return None
         return self._queue.popleft()
 
-    def interrupt(self) -> None:
-        """Wake a :meth:`get` that is waiting now: it returns None, as after its timeout."""
+    def interrupt(self, _cause: object = None) -> None:
+        """Wake a :meth:`get` that is waiting now: it returns None, as after its timeout.
+
+        Takes (and ignores) an argument, so that it can be a future's done callback.
+        """
         waiter = self._waiter
         if waiter is not None:
             _wake(waiter)

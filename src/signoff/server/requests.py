@@ -17,6 +17,7 @@ from signoff.domain.requests import RequestKind
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul
 from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE
+from signoff.errors import ServerStopping
 from signoff.server.bodies import StrictBody
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.server.errors import status_of
@@ -191,7 +192,16 @@ def _reading(router: APIRouter) -> None:
         A server that is shutting down answers 503 ``ServerStopping`` with ``Retry-After``.
         """
         stopping: Shutdown = request.app.state.shutdown
-        return await stopping.unless_stopping(service.wait(request_id, timeout, caller))
+        going = stopping.future()
+        try:
+            # the wait itself wakes on the stop: no task per long poll, ten thousand of them
+            # held open cost only their own request's coroutine
+            waited = await service.wait(request_id, timeout, caller, until=going)
+            if waited.status == "pending" and going.done():
+                raise ServerStopping("the server is shutting down; ask again once it is back")
+            return waited
+        finally:
+            going.cancel()
 
 
 def _deciding(router: APIRouter) -> None:
