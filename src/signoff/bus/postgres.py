@@ -4,9 +4,11 @@ Every write that appends events also runs ``pg_notify('signoff_events', <seq>)``
 transaction, so each listening process is woken when it commits. The notification carries
 only the seq: whatever the payload size, the follower reads the events themselves from the
 stored event log after the last seq it has seen, and publishes the ones this process did
-not write on its local bus. A lost connection is noticed, re-established with backoff, and
-followed by a catch-up from the log, so nothing is missed; a slow poll covers the rare
-notification that never arrives.
+not write on its local bus. A NOTIFY sent by one of this process's own connections (its
+store knows their backend pids) needs no read: the service that committed it publishes it.
+A lost connection is noticed, re-established with backoff, and followed by a catch-up
+from the log, so nothing is missed; a slow poll covers the rare notification that never
+arrives.
 """
 
 from __future__ import annotations
