@@ -91,6 +91,7 @@ class Load:
     events_seen: int = 0
     last_seq: int = 0
     approvers: list[asyncio.Task[None]] = field(default_factory=list)
+    feed_socket: WsCounter | None = None
 
     def feed(self, payload: bytes) -> None:
         """One event reaching the approvers' WebSocket."""
@@ -123,7 +124,8 @@ class Load:
             request_id = (await http.call("POST", f"{API}/requests", body))["id"]
             waited = await http.call("GET", f"{API}/requests/{request_id}/wait?timeout=60")
             returned = time.monotonic()
-            assert waited["status"] == "approved", waited
+            feed = self.feed_socket.stats if self.feed_socket else None
+            assert waited["status"] == "approved", (waited["status"], request_id, feed)
             self.wait_latency.append(returned - self.decided_sent[request_id])
             await http.call("POST", f"{API}/requests/{request_id}/claim", {"args": args})
             await http.call("POST", f"{API}/requests/{request_id}/result", {"ok": True})
@@ -156,7 +158,7 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     port, admin = server.port, server.admin
     agents = [await make_token(port, admin, f"agent{n}", "agent") for n in range(opts.agents)]
     load = Load(agents, await make_token(port, admin, "approver", "approver"), port)
-    await open_ws(port, admin, load.feed)
+    load.feed_socket = await open_ws(port, admin, load.feed)
     load.start_approvers(opts.approvers)
 
     cpu = cpu_seconds(server.pid)

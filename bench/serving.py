@@ -208,7 +208,6 @@ def ws_handshake(path: str, token: str) -> bytes:
 
 
 _DECIDED = re.compile(rb'"type": ?"decided".*?"request": ?\{"id": ?"([^"]+)"')
-_PONG = b"\x8a\x80\x00\x00\x00\x00"  # masked (with a zero key), empty
 _CLOSE = b"\x88\x82\x00\x00\x00\x00\x03\xe8"  # masked, code 1000
 
 
@@ -303,7 +302,9 @@ class WsCounter(asyncio.Protocol):
         elif opcode == 1:
             stats.heartbeats += 1
         elif opcode == 9 and self._transport is not None:
-            self._transport.write(_PONG)
+            # a pong echoes the ping's data (the server's keepalive checks it), masked with a
+            # zero key, which leaves the data as it is
+            self._transport.write(bytes([0x8A, 0x80 | len(payload)]) + bytes(4) + payload)
         elif opcode == 8:
             stats.closed_by_server += 1
             if self._transport is not None:
