@@ -325,6 +325,43 @@ async def test_every_column_of_a_request_stays_true_to_its_data(tmp_path: Path) 
     assert {row[tables.REQUESTS.columns.index("decided_by")] for row in rows} == {"pat", None}
 
 
+async def test_every_kind_is_stored_as_the_request_union_writes_it(tmp_path: Path) -> None:
+    """A request's row and events hold, byte for byte, the JSON the ``Request`` union's
+    adapter makes (the store serializes each through its own kind), for every kind,
+    pending and decided."""
+    path = tmp_path / "signoff.db"
+    agent = Principal(name="agent", role="agent")
+    person = Principal(name="pat", role="approver")
+    async with Service(SQLiteStore(path), read_file=None) as service:
+        call = await service.submit(
+            {"session_id": "s", "tool_name": "shell", "tool_args": {"n": 1.5, "é": [None]}}, agent
+        )
+        choice = await service.submit(
+            {"session_id": "s", "kind": "choice", "prompt": "Where?", "options": ["a", "b"]},
+            agent,
+        )
+        questions = await service.submit(
+            {"session_id": "s", "kind": "questions", "questions": [{"id": "q", "text": "Why?"}]},
+            agent,
+        )
+        await service.decide(call.request.id, {"type": "approve", "comment": "ok"}, person)
+        await service.decide(choice.request.id, {"type": "choose", "choice": "b"}, person)
+        await service.decide(
+            questions.request.id, {"type": "answer", "answers": {"q": "because"}}, person
+        )
+    with sqlite3.connect(path) as db:
+        stored = db.execute("SELECT data FROM requests").fetchall()
+        stored += db.execute("SELECT data FROM events").fetchall()
+    db.close()
+    kinds = set()
+    for (text,) in stored:
+        request = RequestAdapter.validate_json(text)
+        kinds.add((request.kind, request.status))
+        assert text == RequestAdapter.dump_json(request).decode()
+    assert {kind for kind, _ in kinds} == {"approval", "choice", "questions"}
+    assert {status for _, status in kinds} == {"pending", "approved"}
+
+
 async def test_a_failed_write_leaves_the_chain_head_where_it_was(tmp_path: Path) -> None:
     """A write that fails after chaining its audit entries (alone, or among others in one
     transaction) moves no head: the writes after it chain on, and the log verifies."""
