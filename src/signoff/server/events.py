@@ -127,11 +127,13 @@ def events_router(revalidate: float = REVALIDATE) -> APIRouter:
         await websocket.accept()
         hub: Hub = websocket.app.state.hub
         stopping: Shutdown = websocket.app.state.shutdown
-        with watch.guard(credential_of(websocket, caller)) as ended, stopping.stream() as going:
+        with contextlib.ExitStack() as held:
+            ended = held.enter_context(watch.guard(credential_of(websocket, caller)))
+            going = held.enter_context(stopping.stream())
             socket = direct_socket(websocket)
             if hub.running and socket is not None:
                 member = DirectMember(key_of(caller, session_id), _start(hub, since), socket)
-                await _ws_direct(websocket, hub, member, caller, session_id, ended, going)
+                await _ws_direct(websocket, hub, member, caller, session_id, held, ended, going)
             else:
                 await _ws_pumped(websocket, hub, caller, since, session_id, ended, going)
 
@@ -166,37 +168,51 @@ async def _ws_direct(
     member: DirectMember,
     caller: Principal,
     session_id: str | None,
+    held: contextlib.ExitStack,
     ended: asyncio.Future[SignoffError],
     going: asyncio.Future[None],
 ) -> None:
-    """Serve a WebSocket the hub writes to: replay through ASGI, then wait for the close.
+    """Serve a WebSocket the hub writes to: replay through ASGI, join, and return.
 
-    The handler is the connection's only coroutine: once it has joined the hub, it only
-    waits for the client's messages (and its close). A credential that fails or the server
-    going away closes the socket from a callback, which the wait sees as the disconnect.
+    Once the member has joined, the handler returns and the socket stays open, kept by its
+    protocol for the hub (:meth:`~signoff.server.wsprotocol.HubWebSocketProtocol.keep`):
+    an idle socket holds no coroutine. What ``held`` holds (the credential's watch, the
+    server's count of open streams) is handed to the socket and let go when it closes. A
+    credential that fails or the server going away closes the socket from a callback.
     """
+    streams = contextlib.ExitStack()
 
     def end(_: object) -> None:
         hub.leave(member)
         member.drop(*_close_of(ended, None))
+        streams.close()  # a closed stream no longer holds up the server's stopping
+
+    def closed() -> None:
+        ended.remove_done_callback(end)
+        going.remove_done_callback(end)
+        hub.leave(member)
+        streams.close()
 
     ended.add_done_callback(end)
     going.add_done_callback(end)
+    kept = False
     try:
         async with contextlib.aclosing(hub.replay(member, caller, session_id)) as replayed:
             async for event in replayed:
                 await websocket.send_text(event_text(event))
-        while (await websocket.receive())["type"] != "websocket.disconnect":
-            pass  # clients have nothing to say; reading their messages frees uvicorn's buffer
+        if not member.closed:  # joined: the hub writes to it from now on
+            streams.push(held.pop_all())
+            kept = member.socket.keep(closed)
+            if not kept:  # the client is gone already
+                closed()
     except WebSocketDisconnect:
         pass
     except RuntimeError:
         if not member.closed:  # a send after our own close frame: expected only then
             raise
     finally:
-        ended.remove_done_callback(end)
-        going.remove_done_callback(end)
-        hub.leave(member)
+        if not kept:
+            closed()
 
 
 async def _ws_pumped(

@@ -7,7 +7,8 @@ request metrics; it watches the store's calls for failures and for the webhook d
 and notices the dispatchers record (their outcomes are counted; notices are logged by the
 notify dispatcher itself, deliveries here). :class:`AccessLog`, the app's outermost
 middleware, makes one ``signoff.http`` line per HTTP request or WebSocket and counts the
-live streams.
+live streams; a WebSocket the hub keeps open after its handler returned
+(server/wsprotocol.py) is counted, and gets its line, until it closes.
 
 What a line holds: ids, names, statuses, the tool's name and its arguments' names; an
 argument's value only with ``log_args`` (``--log-args``). Paths without the query string,
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
+from prometheus_client import Gauge
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.domain.events import Event
@@ -35,6 +38,7 @@ from signoff.errors import SignoffError, StoreUnavailable
 from signoff.eventstream import follow_events
 from signoff.server.logs import fields, plain
 from signoff.server.metrics import Metrics
+from signoff.server.wsprotocol import socket_of
 from signoff.service import SYSTEM, Service
 from signoff.store.base import RequestQuery, Store
 
@@ -292,15 +296,36 @@ class AccessLog:
         try:
             await self.app(scope, receive, watching)
         finally:
-            if seen["gauge"] is not None:
-                seen["gauge"].dec()
-            self._line(scope, seen["status"] or 500, started)
+            method = scope.get("method", "WS") if scope["type"] == "http" else "WS"
+            who = (scope.get("state") or {}).get("who")
+            ended = functools.partial(
+                self._ended,
+                seen["gauge"],
+                method,
+                _path(scope),
+                who if isinstance(who, str) else None,
+                seen["status"] or 500,
+                started,
+            )
+            kept = socket_of(scope) if scope["type"] == "websocket" else None
+            if kept is not None and kept.kept:  # the hub has it: open until it closes
+                kept.on_closed(ended)
+            else:
+                ended()
 
-    def _line(self, scope: Scope, status: int, started: float) -> None:
-        method = scope.get("method", "WS") if scope["type"] == "http" else "WS"
+    def _ended(
+        self,
+        gauge: Gauge | None,
+        method: str,
+        path: str,
+        who: str | None,
+        status: int,
+        started: float,
+    ) -> None:
+        """A request or WebSocket is over: its line, and its stream no longer counted."""
+        if gauge is not None:
+            gauge.dec()
         self.observer.metrics.http.labels(method, str(status)).inc()
-        who = (scope.get("state") or {}).get("who")
-        path = _path(scope)
         http_log.info(
             f"{method} {plain(path)} {status}",
             extra=fields(
@@ -308,6 +333,6 @@ class AccessLog:
                 path=path,
                 status=status,
                 duration_ms=round((time.perf_counter() - started) * 1000, 1),
-                who=who if isinstance(who, str) else None,
+                who=who,
             ),
         )

@@ -8,6 +8,12 @@ with a plain synchronous write. :class:`HubWebSocketProtocol` (``signoff serve``
 uvicorn's ``ws=``) puts itself in the connection's ASGI scope, under
 ``extensions["signoff.socket"]``, for the app's handler to hand to the hub; a transport
 without it (a test client, another server) is served through plain ASGI sends instead.
+
+Once the hub has the socket, nothing of the ASGI app is needed to keep it: the handler
+hands it over (:meth:`~HubWebSocketProtocol.keep`) and returns, and the socket stays open,
+owned by the hub, until either end closes it. An idle socket then holds no task, no coroutine
+frames down the middleware stack, no handshake headers and no receive queue: about half
+of what it held while its handler waited.
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ from __future__ import annotations
 import contextlib
 import socket
 from asyncio import BaseTransport
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from starlette.websockets import WebSocket
+from uvicorn.protocols.utils import ClientDisconnected
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 
-__all__ = ["EXTENSION", "HubWebSocketProtocol", "direct_socket"]
+__all__ = ["EXTENSION", "HubWebSocketProtocol", "direct_socket", "socket_of"]
 
 EXTENSION = "signoff.socket"
 """The scope extension that holds the connection's :class:`HubWebSocketProtocol`."""
@@ -39,8 +47,32 @@ up to 4 MB (``tcp_wmem``): with it, a client that stopped reading is found (serv
 ``BACKLOG``) after about a megabyte, not five, and holds no more than that."""
 
 
+class _Nothing:
+    """What a kept socket has instead of its receive queue and writable event: no app reads
+    the one or waits on the other any more, so what uvicorn puts in them goes nowhere."""
+
+    def put_nowait(self, _: object) -> None:
+        pass
+
+    def empty(self) -> bool:
+        return True
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+_NOTHING: Any = _Nothing()
+
+
 class HubWebSocketProtocol(WebSocketsSansIOProtocol):
     """A WebSocket connection the hub can write frames to and close without the ASGI app."""
+
+    kept = False
+    """Whether the app's handler has returned, leaving the open socket to the hub."""
+    _on_closed: list[Callable[[], None]] | None = None
 
     def connection_made(self, transport: BaseTransport) -> None:
         super().connection_made(transport)
@@ -54,6 +86,63 @@ class HubWebSocketProtocol(WebSocketsSansIOProtocol):
         if not self.close_sent:  # upgraded: the app's task is made but has not run yet
             extensions: dict[str, Any] = self.scope.setdefault("extensions", {}) or {}
             extensions[EXTENSION] = {"socket": self}
+
+    def keep(self, closed: Callable[[], None]) -> bool:
+        """Keep the socket open after the app's handler returns; ``closed()`` once it closes.
+
+        Call it just before the handler returns, when the hub writes to the socket. What
+        the client sends from then on is read and dropped (clients of ``/ws`` have nothing
+        to say; reading on frees the buffer and sees the close). False, and nothing kept,
+        when the socket is closing already.
+        """
+        if self.close_sent or self.disconnected or self.transport.is_closing():
+            return False
+        self.kept = True
+        self.on_closed(closed)
+        # what only the handshake and the app's receive() and send() used
+        del self.request, self.response, self.scope
+        self.queue = self.writable = _NOTHING
+        self.frames = []
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        return True
+
+    def on_closed(self, closed: Callable[[], None]) -> None:
+        """Call ``closed()`` once a kept socket's connection is lost."""
+        if self._on_closed is None:
+            self._on_closed = []
+        self._on_closed.append(closed)
+
+    def send_receive_event_to_app(self) -> None:
+        if self.kept:
+            self.frames = []
+        else:
+            super().send_receive_event_to_app()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        callbacks, self._on_closed = self._on_closed or [], None
+        for closed in callbacks:
+            closed()
+
+    async def run_asgi(self) -> None:
+        # uvicorn's, except that a socket the handler kept stays open when the app returns
+        try:
+            result = await self.app(self.scope, self.receive, self.send)
+        except ClientDisconnected:
+            pass
+        except BaseException:
+            self.logger.exception("Exception in ASGI application\n")
+            self.send_500_response()
+        else:
+            if not self.handshake_complete:
+                self.logger.error("ASGI callable returned without completing handshake.")
+                self.send_500_response()
+            elif result is not None:
+                self.logger.error("ASGI callable should return None, but returned '%s'.", result)
+        if self.close_timer is None and not self.kept:
+            self.transport.close()
 
     def write_frames(self, frames: bytes) -> int:
         """Write ready-made frames; the bytes still buffered after, or -1 if closing."""
@@ -83,6 +172,11 @@ class HubWebSocketProtocol(WebSocketsSansIOProtocol):
 
 def direct_socket(websocket: WebSocket) -> HubWebSocketProtocol | None:
     """The connection's :class:`HubWebSocketProtocol`, when it is served by one."""
-    holder = (websocket.scope.get("extensions") or {}).get(EXTENSION) or {}
+    return socket_of(websocket.scope)
+
+
+def socket_of(scope: Any) -> HubWebSocketProtocol | None:
+    """The :class:`HubWebSocketProtocol` serving an ASGI ``scope``, if one does."""
+    holder = cast(dict[str, Any], (scope.get("extensions") or {}).get(EXTENSION) or {})
     found = holder.get("socket")
     return found if isinstance(found, HubWebSocketProtocol) else None
