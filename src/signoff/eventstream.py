@@ -17,7 +17,7 @@ from signoff.domain.events import Event
 from signoff.domain.principals import Principal
 from signoff.service import Service
 
-__all__ = ["follow_events", "visible_to"]
+__all__ = ["follow_events", "only_requester", "visible_to"]
 
 _REPLAY_PAGE = 500
 
@@ -26,7 +26,16 @@ def visible_to(event: Event, principal: Principal, session_id: str | None = None
     """Whether ``principal`` may see ``event`` (agents see their own requests only)."""
     if session_id is not None and event.request.session_id != session_id:
         return False
-    return principal.role != "agent" or event.request.requested_by == principal.name
+    requester = only_requester(principal)
+    return requester is None or event.request.requested_by == requester
+
+
+def only_requester(principal: Principal) -> str | None:
+    """The one requester whose events ``principal`` may see, or None for every event.
+
+    The same rule as :func:`visible_to`, as a key: the event hub groups its readers by it.
+    """
+    return principal.name if principal.role == "agent" else None
 
 
 async def follow_events(

@@ -105,12 +105,13 @@ class PostgresEventFollower(EventLogFollower):
 
     async def _listen(self) -> None:
         connection = await asyncpg.connect(self._dsn)
+        # kept before the next await: a stop that cancels us there still closes it
+        self._connection = connection
         if self._connected_once:
             self.reconnects += 1
         self._connected_once = True
         await connection.add_listener(CHANNEL, self._notified)
         connection.add_termination_listener(lambda *_: self._wake.set())
-        self._connection = connection
 
     async def _close(self) -> None:
         connection, self._connection = self._connection, None

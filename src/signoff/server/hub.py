@@ -41,7 +41,7 @@ from websockets.frames import Frame, Opcode
 from signoff.domain.events import Event
 from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
-from signoff.eventstream import follow_events, visible_to
+from signoff.eventstream import follow_events, only_requester, visible_to
 from signoff.server.wsprotocol import HubWebSocketProtocol
 from signoff.service import Service
 
@@ -274,7 +274,7 @@ class QueuedMember(Member):
 
 def key_of(principal: Principal, session_id: str | None) -> Key:
     """The group of a connection opened by ``principal`` with the ``session_id`` filter."""
-    return (principal.name if principal.role == "agent" else None, session_id)
+    return (only_requester(principal), session_id)
 
 
 class Hub:
