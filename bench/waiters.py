@@ -72,17 +72,20 @@ class Waiter(asyncio.Protocol):
         self._transport.close()
 
 
-def waiters(port: int, polls: list[tuple[str, str]], pipe: Connection) -> None:
+def waiters(port: int, polls: list[tuple[str, str]], rate: float, pipe: Connection) -> None:
     """A process holding one long poll per (request id, token) (multiprocessing's target)."""
-    asyncio.run(_waiters(port, polls, pipe))
+    asyncio.run(_waiters(port, polls, rate, pipe))
 
 
-async def _waiters(port: int, polls: list[tuple[str, str]], pipe: Connection) -> None:
-    """Open every poll, say so, then send back when each answered, once all did (or 120 s
-    passed) and the main process asks."""
+async def _waiters(port: int, polls: list[tuple[str, str]], rate: float, pipe: Connection) -> None:
+    """Open every poll (``rate`` a second, or all at once with 0), say so, then send back
+    when each answered, once all did (or 120 s passed) and the main process asks."""
     loop = asyncio.get_running_loop()
     done: list[tuple[int, float, bytes]] = []
+    began = loop.time()
     for n, (request_id, token) in enumerate(polls):
+        if rate > 0 and (due := began + n / rate - loop.time()) > 0:
+            await asyncio.sleep(due)
         request = (
             f"GET {API}/requests/{request_id}/wait?timeout=300 HTTP/1.1\r\nHost: {HOST}\r\n"
             f"Authorization: Bearer {token}\r\n\r\n"
@@ -172,7 +175,8 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     wait_pipes: list[Connection] = []
     for part in spread(polls, opts.procs):
         ours, theirs = context.Pipe()
-        context.Process(target=waiters, args=(port, part, theirs), daemon=True).start()
+        rate = opts.rate / opts.procs
+        context.Process(target=waiters, args=(port, part, rate, theirs), daemon=True).start()
         wait_pipes.append(ours)
     held = sum([await loop.run_in_executor(None, pipe.recv) for pipe in wait_pipes])
     waiting = await settled(server)
@@ -247,6 +251,12 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=4, help="client processes")
     parser.add_argument("--agents", type=int, default=20, help="agent tokens filing requests")
     parser.add_argument("--deciders", type=int, default=16)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0,
+        help="long polls opened a second, over all processes (0: all at once)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

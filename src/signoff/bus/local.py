@@ -34,7 +34,9 @@ class Subscription:
         self._bus = bus
         self.request_id = request_id
         self.session_id = session_id
-        self._queue: deque[Event] = deque()
+        # made on the first event: most of a waiter's subscriptions never see one, and an
+        # empty deque takes 600 bytes
+        self._queue: deque[Event] | None = None
         self._maxsize = maxsize
         self._waiter: asyncio.Future[None] | None = None
         self.lagged = False
@@ -49,7 +51,9 @@ class Subscription:
         """Queue ``event`` if wanted, without blocking the publisher."""
         if self.lagged or not self.wants(event):
             return
-        if len(self._queue) >= self._maxsize:
+        if self._queue is None:
+            self._queue = deque()
+        elif len(self._queue) >= self._maxsize:
             self.lagged = True
             return
         self._queue.append(event)

@@ -8,7 +8,8 @@ and notices the dispatchers record (their outcomes are counted; notices are logg
 notify dispatcher itself, deliveries here). :class:`AccessLog`, the app's outermost
 middleware, makes one ``signoff.http`` line per HTTP request or WebSocket and counts the
 live streams; a WebSocket the hub keeps open after its handler returned
-(server/wsprotocol.py) is counted, and gets its line, until it closes.
+(server/wsprotocol.py) is counted, and gets its line, until it closes, and a parked long
+poll (server/parking.py) gets its line once answered.
 
 What a line holds: ids, names, statuses, the tool's name and its arguments' names; an
 argument's value only with ``log_args`` (``--log-args``). Paths without the query string,
@@ -38,6 +39,7 @@ from signoff.errors import SignoffError, StoreUnavailable
 from signoff.eventstream import follow_events
 from signoff.server.logs import fields, plain
 from signoff.server.metrics import Metrics
+from signoff.server.parking import park_of
 from signoff.server.wsprotocol import socket_of
 from signoff.service import SYSTEM, Service
 from signoff.store.base import RequestQuery, Store
@@ -300,29 +302,27 @@ class AccessLog:
             who = (scope.get("state") or {}).get("who")
             ended = functools.partial(
                 self._ended,
-                seen["gauge"],
+                seen,
                 method,
                 _path(scope),
                 who if isinstance(who, str) else None,
-                seen["status"] or 500,
                 started,
             )
             kept = socket_of(scope) if scope["type"] == "websocket" else None
+            parked = park_of(scope) if scope["type"] == "http" else None
             if kept is not None and kept.kept:  # the hub has it: open until it closes
                 kept.on_closed(ended)
+            elif parked is not None and parked.parked:  # answered later (server/parking.py)
+                parked.on_ended(ended)
             else:
                 ended()
 
     def _ended(
-        self,
-        gauge: Gauge | None,
-        method: str,
-        path: str,
-        who: str | None,
-        status: int,
-        started: float,
+        self, seen: dict[str, Any], method: str, path: str, who: str | None, started: float
     ) -> None:
         """A request or WebSocket is over: its line, and its stream no longer counted."""
+        gauge: Gauge | None = seen["gauge"]
+        status: int = seen["status"] or 500
         if gauge is not None:
             gauge.dec()
         self.observer.metrics.http.labels(method, str(status)).inc()

@@ -6,24 +6,29 @@ Every answer that is one request carries OpenAPI links to the calls that take it
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import Field, JsonValue
+from starlette.types import Send
 
 from signoff.domain.decisions import ClientChannel, Decision, DecisionAdapter
+from signoff.domain.principals import Principal
 from signoff.domain.requests import Request as SignoffRequest
-from signoff.domain.requests import RequestKind
+from signoff.domain.requests import RequestAdapter, RequestKind
 from signoff.domain.submission import NewRequest
 from signoff.domain.text import NoNul
 from signoff.domain.transitions import MAX_CLIENT_NAME, MAX_LEASE, MIN_LEASE
-from signoff.errors import ServerStopping
+from signoff.errors import ServerStopping, SignoffError
 from signoff.server.bodies import StrictBody
 from signoff.server.deps import API, Caller, ServiceDep
 from signoff.server.errors import status_of
 from signoff.server.links import links_from
+from signoff.server.parking import Park, ParkedResponse, park_of
 from signoff.server.shutdown import Shutdown
-from signoff.service import BatchOutcome
+from signoff.service import BatchOutcome, Service
 from signoff.store.base import MAX_PAGE, RequestQuery, StatusFilter
 from signoff.store.search import MAX_FILTER, MAX_TEXT
 from signoff.wire import BatchDecided, BatchRefused, BatchResults, RequestPage
@@ -186,12 +191,24 @@ def _reading(router: APIRouter) -> None:
         service: ServiceDep,
         caller: Caller,
         timeout: Annotated[float, Query(ge=0, le=MAX_WAIT)] = 30.0,
-    ) -> SignoffRequest:
+    ) -> SignoffRequest | Response:
         """Long poll: returns once the request is no longer pending, or after ``timeout``.
 
         A server that is shutting down answers 503 ``ServerStopping`` with ``Retry-After``.
         """
         stopping: Shutdown = request.app.state.shutdown
+        park = park_of(request.scope)
+        if park is not None:  # under `signoff serve`: an idle poll holds no call chain
+            waited = await service.wait(request_id, 0, caller)  # who may see it, expiry
+            if waited.status != "pending" or timeout == 0:
+                return waited
+            if stopping.stopping:
+                raise ServerStopping("the server is shutting down; ask again once it is back")
+            deadline = asyncio.get_running_loop().time() + timeout
+            later = functools.partial(
+                _answer_later, request, park, service, request_id, caller, deadline
+            )
+            return ParkedResponse(park, later)
         going = stopping.future()
         try:
             # the wait itself wakes on the stop: no task per long poll, ten thousand of them
@@ -202,6 +219,46 @@ def _reading(router: APIRouter) -> None:
             return waited
         finally:
             going.cancel()
+
+
+async def _answer_later(
+    request: Request,
+    park: Park,
+    service: Service,
+    request_id: str,
+    caller: Principal,
+    deadline: float,
+    send: Send,
+) -> None:
+    """The rest of a parked ``/wait``: the same wait, answered as the route would.
+
+    The wait subscribes and reads again, so no decision made since the route's read is
+    missed; it wakes on its request's events, its timer, the server stopping or the client
+    going away. The answer goes through the call chain's ``send``: the middlewares still add
+    their headers and log it.
+    """
+    stopping: Shutdown = request.app.state.shutdown
+    going = stopping.future()
+    park.on_lost(functools.partial(_wake, going))
+    answer: Response
+    try:
+        remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+        waited = await service.wait(request_id, remaining, caller, until=going)
+        if waited.status == "pending" and stopping.stopping:
+            raise ServerStopping("the server is shutting down; ask again once it is back")
+        body = RequestAdapter.dump_json(RequestAdapter.validate_python(waited), by_alias=True)
+        answer = Response(content=body, media_type="application/json")
+    except SignoffError as exc:
+        handler = request.app.exception_handlers[SignoffError]
+        answer = await handler(request, exc)
+    finally:
+        going.cancel()
+    await answer(request.scope, request.receive, send)
+
+
+def _wake(going: asyncio.Future[None]) -> None:
+    if not going.done():
+        going.set_result(None)
 
 
 def _deciding(router: APIRouter) -> None:

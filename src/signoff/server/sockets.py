@@ -20,6 +20,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from signoff.errors import RequestTimeout, ServerBusy
 from signoff.server.errors import error_body, status_of
 from signoff.server.limits import refuse
+from signoff.server.parking import Park, run_parkable
 
 __all__ = ["guarded_protocol"]
 
@@ -31,6 +32,8 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
     opening, or of the previous response; one that sent part of a head gets a 408 first.
     Beyond ``max_connections`` open sockets (WebSockets and event streams included), each
     new connection's request is answered 503 ``ServerBusy`` and the connection closed.
+    Each request may park (server/parking.py): its handler returns, and the connection's
+    task answers later; a parked request hears of its client going away.
     """
 
     class GuardedH11Protocol(H11Protocol):
@@ -38,6 +41,17 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
             super().__init__(*args, **kwargs)
             self._head_timer: asyncio.TimerHandle | None = None
             self._head_bytes = 0
+            self._park: Park | None = None
+            self._inner = self.app
+            self.app = self._parkable
+
+        async def _parkable(self, scope: Scope, receive: Receive, send: Send) -> None:
+            park = self._park = Park()
+            try:
+                await run_parkable(self._inner, park, scope, receive, send)
+            finally:
+                if self._park is park:
+                    self._park = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -61,6 +75,8 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
+            if self._park is not None:
+                self._park.lose()
 
         def _arm(self) -> None:
             self._disarm()
