@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
 from pydantic import Field, JsonValue
-from starlette.types import Send
+from starlette.types import Message, Scope, Send
 
 from signoff.domain.decisions import ClientChannel, Decision, DecisionAdapter
 from signoff.domain.principals import Principal
@@ -206,7 +207,7 @@ def _reading(router: APIRouter) -> None:
                 raise ServerStopping("the server is shutting down; ask again once it is back")
             deadline = asyncio.get_running_loop().time() + timeout
             later = functools.partial(
-                _answer_later, request, park, service, request_id, caller, deadline
+                _answer_later, request.scope, park, service, request_id, caller, deadline
             )
             return ParkedResponse(park, later)
         going = stopping.future()
@@ -222,7 +223,7 @@ def _reading(router: APIRouter) -> None:
 
 
 async def _answer_later(
-    request: Request,
+    scope: Scope,
     park: Park,
     service: Service,
     request_id: str,
@@ -235,9 +236,11 @@ async def _answer_later(
     The wait subscribes and reads again, so no decision made since the route's read is
     missed; it wakes on its request's events, its timer, the server stopping or the client
     going away. The answer goes through the call chain's ``send``: the middlewares still add
-    their headers and log it.
+    their headers and log it. It keeps the scope, not the route's ``Request`` and what that
+    parsed.
     """
-    stopping: Shutdown = request.app.state.shutdown
+    app: FastAPI = scope["app"]
+    stopping: Shutdown = app.state.shutdown
     going = stopping.future()
     park.on_lost(functools.partial(_wake, going))
     answer: Response
@@ -249,11 +252,16 @@ async def _answer_later(
         body = RequestAdapter.dump_json(RequestAdapter.validate_python(waited), by_alias=True)
         answer = Response(content=body, media_type="application/json")
     except SignoffError as exc:
-        handler = request.app.exception_handlers[SignoffError]
-        answer = await handler(request, exc)
+        handled = app.exception_handlers[SignoffError](Request(scope), exc)
+        answer = await handled if inspect.isawaitable(handled) else handled
     finally:
         going.cancel()
-    await answer(request.scope, request.receive, send)
+    await answer(scope, _nothing_to_read, send)
+
+
+async def _nothing_to_read() -> Message:
+    # a Response only sends; a GET's (empty) body was read before the route ran
+    raise AssertionError("a parked answer reads nothing")
 
 
 def _wake(going: asyncio.Future[None]) -> None:
