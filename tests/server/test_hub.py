@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import random
 import socket
 import struct
@@ -249,6 +250,78 @@ async def test_idle_streams_get_heartbeats_from_the_hub(tmp_path: Path) -> None:
             members = [m for group in hub._groups.values() for m in group]
             assert hub.members == 2
             assert sum(isinstance(m, DirectMember) for m in members) == 1
+
+
+def handlers() -> int:
+    """The WebSocket handlers uvicorn runs in this loop now (one task each, while it runs)."""
+    return sum(
+        getattr(task.get_coro(), "__qualname__", "").endswith(".run_asgi")
+        for task in asyncio.all_tasks()
+    )
+
+
+async def test_idle_sockets_hold_no_handler_and_still_get_everything(tmp_path: Path) -> None:
+    """Once joined, an idle WebSocket's handler has returned (no task per socket): the hub
+    keeps it, writes its events and heartbeats, and what the client sends (more than a
+    paused read would buffer) is read and dropped; the socket stays counted as open."""
+    async with in_process(tmp_path, heartbeat=0.2) as (base, app, token):
+        hub: Hub = app.state.hub
+        url = base.replace("http", "ws") + f"{API}/ws"
+        async with contextlib.AsyncExitStack() as sockets:
+            idle = [
+                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
+                for _ in range(20)
+            ]
+            for _ in range(500):
+                if hub.members == 20 and handlers() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert hub.members == 20
+            assert handlers() == 0
+            assert app.state.metrics.websockets._value.get() == 20
+            chatty = idle[0]
+            for _ in range(200):  # clients of /ws have nothing to say; it is dropped unread
+                await chatty.send("y" * 4096)
+            async with httpx.AsyncClient(base_url=base, headers=bearer(token), timeout=30) as http:
+                agent, _ = await app.state.service.create_token("bot", "agent")
+                made = await http.post(f"{API}/requests", json=CALL, headers=bearer(agent))
+                assert made.status_code == 201, made.text
+            for ws in idle:
+                got = await events_until(ws, lambda e: e["request"]["id"] == made.json()["id"])
+                assert [e["type"] for e in got] == ["created"]
+            assert json.loads(await asyncio.wait_for(chatty.recv(), 10)) == {"type": "heartbeat"}
+            assert hub.members == 20
+
+
+async def test_a_client_closing_its_idle_socket_frees_its_member_and_logs_its_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that closes an idle socket the hub kept leaves the hub, the server's count of
+    open streams and the WebSocket gauge, and gets its access line (101, its duration, who)
+    when it closes, not when it joined."""
+    caplog.set_level(logging.INFO, logger="signoff.http")
+    async with in_process(tmp_path, heartbeat=5) as (base, app, token):
+        hub: Hub = app.state.hub
+        url = base.replace("http", "ws") + f"{API}/ws?session_id=s"
+        async with connect(url, additional_headers=bearer(token)):
+            for _ in range(500):
+                if hub.members == 1 and handlers() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert hub.members == 1
+            await asyncio.sleep(0.3)  # a line at join time would come now, short
+            assert not [r for r in caplog.records if r.getMessage().startswith("WS ")]
+        for _ in range(500):
+            if hub.members == 0 and app.state.metrics.websockets._value.get() == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert hub.members == 0 and hub._groups == {}
+        assert app.state.metrics.websockets._value.get() == 0
+        assert app.state.shutdown._streams == 0
+        lines = [r for r in caplog.records if r.getMessage().startswith("WS ")]
+        assert [r.getMessage() for r in lines] == [f"WS {API}/ws 101"]
+        data = vars(lines[0])["signoff_fields"]
+        assert data["who"] == "root" and data["duration_ms"] >= 300
 
 
 async def test_a_socket_the_hub_cannot_write_to_gets_the_same_through_asgi(

@@ -33,6 +33,8 @@ REVALIDATE = 0.5
 """Seconds between re-checks of a live stream's credential."""
 
 _CONCURRENCY = 32
+_RECHECK_HEADERS = frozenset((b"cookie", b"origin", b"host", b"sec-fetch-site"))
+"""The headers an inbox session's cookie is checked again with (server/auth.py)."""
 
 logger = logging.getLogger("signoff.server.credentials")
 
@@ -129,9 +131,19 @@ def credential_of(conn: HTTPConnection, principal: Principal) -> Credential:
 
         return Credential(key="bearer:" + _digest(token), principal=principal, recheck=bearer)
     resolve = getattr(conn.app.state, "cookie_principal", None)
+    # only what checking the cookie reads: not the rest of the handshake, held as long as
+    # the stream (a WebSocket kept by the hub outlives its handler and its scope)
+    again = HTTPConnection(
+        {
+            "type": conn.scope["type"],
+            "method": conn.scope.get("method", "GET"),
+            "app": conn.app,
+            "headers": [(k, v) for k, v in conn.scope["headers"] if k in _RECHECK_HEADERS],
+        }
+    )
 
     async def cookie() -> Principal | None:
-        found: Principal | None = await resolve(conn) if resolve is not None else None
+        found: Principal | None = await resolve(again) if resolve is not None else None
         return found
 
     return Credential(

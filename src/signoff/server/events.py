@@ -180,18 +180,20 @@ async def _ws_direct(
     server's count of open streams) is handed to the socket and let go when it closes. A
     credential that fails or the server going away closes the socket from a callback.
     """
-    streams = contextlib.ExitStack()
+    handed: contextlib.ExitStack | None = None
 
     def end(_: object) -> None:
         hub.leave(member)
         member.drop(*_close_of(ended, None))
-        streams.close()  # a closed stream no longer holds up the server's stopping
+        if handed is not None:
+            handed.close()  # a closed stream no longer holds up the server's stopping
 
     def closed() -> None:
         ended.remove_done_callback(end)
         going.remove_done_callback(end)
         hub.leave(member)
-        streams.close()
+        if handed is not None:
+            handed.close()
 
     ended.add_done_callback(end)
     going.add_done_callback(end)
@@ -201,17 +203,15 @@ async def _ws_direct(
             async for event in replayed:
                 await websocket.send_text(event_text(event))
         if not member.closed:  # joined: the hub writes to it from now on
-            streams.push(held.pop_all())
+            handed = held.pop_all()
             kept = member.socket.keep(closed)
-            if not kept:  # the client is gone already
-                closed()
     except WebSocketDisconnect:
         pass
     except RuntimeError:
         if not member.closed:  # a send after our own close frame: expected only then
             raise
     finally:
-        if not kept:
+        if not kept:  # the client is gone, or the hub dropped it
             closed()
 
 

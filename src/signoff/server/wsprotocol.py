@@ -99,7 +99,9 @@ class HubWebSocketProtocol(WebSocketsSansIOProtocol):
             return False
         self.kept = True
         self.on_closed(closed)
-        # what only the handshake and the app's receive() and send() used
+        # what only the handshake and the app's receive() and send() used (the parser's
+        # generator keeps the request it parsed: its headers are emptied instead)
+        self.request.headers.clear()
         del self.request, self.response, self.scope
         self.queue = self.writable = _NOTHING
         self.frames = []
