@@ -111,7 +111,10 @@ class HubWebSocketProtocol(WebSocketsSansIOProtocol):
         return True
 
     def on_closed(self, closed: Callable[[], None]) -> None:
-        """Call ``closed()`` once a kept socket's connection is lost."""
+        """Call ``closed()`` once a kept socket's connection is lost (now, if it is)."""
+        if self.disconnected:  # lost while the app was still returning
+            closed()
+            return
         if self._on_closed is None:
             self._on_closed = []
         self._on_closed.append(closed)
