@@ -9,8 +9,8 @@ session None meaning no session filter. An event goes to at most four groups, fo
 dict lookups, never by asking every connection.
 
 Each event is made into bytes once (its JSON text, its WebSocket frame, its SSE chunk), and
-the events that arrive together are joined once per group, so each connection gets one
-write per batch: a plain ``transport.write`` on a WebSocket served by
+the events that arrive together (under load, within :data:`COALESCE` of the last flush) are
+joined once per group, so each connection gets one write per batch: a plain ``transport.write`` on a WebSocket served by
 :class:`~signoff.server.wsprotocol.HubWebSocketProtocol`, no coroutine, task or queue per
 connection per event. Other connections (SSE streams, whose HTTP chunked framing belongs to
 h11; WebSockets over another transport, as in-process test clients) are fed the same
@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections import OrderedDict, deque
 from collections.abc import AsyncGenerator, Iterable
@@ -47,6 +48,7 @@ from signoff.service import Service
 
 __all__ = [
     "BACKLOG",
+    "COALESCE",
     "HEARTBEAT_TEXT",
     "TOO_SLOW",
     "DirectMember",
@@ -64,6 +66,12 @@ BACKLOG = 512 * 1024
 
 TOO_SLOW = 1013
 """The WebSocket close code for a client dropped for falling behind (try again later)."""
+
+COALESCE = 0.02
+"""Seconds between two flushes at the least. An event on a quiet server goes out at once;
+under load, the events of the next 20 ms go out together, one write per connection instead
+of one per event: with 1,000 clients (bench/server.py) that took the server's CPU per
+delivery from 1.7-1.8 us to 0.6-0.8 us and the run from 53-57 to 84-97 lifecycles/s."""
 
 HEARTBEAT_TEXT = json.dumps({"type": "heartbeat"})
 """A WebSocket heartbeat message."""
@@ -280,9 +288,12 @@ def key_of(principal: Principal, session_id: str | None) -> Key:
 class Hub:
     """The app's one reader of the event stream, fanning each event out to its groups."""
 
-    def __init__(self, service: Service, *, heartbeat: float) -> None:
+    def __init__(self, service: Service, *, heartbeat: float, coalesce: float = COALESCE) -> None:
         self.service = service
         self.heartbeat = heartbeat
+        self.coalesce = coalesce
+        """Seconds between two flushes at the least (see :data:`COALESCE`)."""
+        self._flushed_at = -math.inf
         self.last = 0
         """The seq of the last event fanned out (every member has been sent it, if it may)."""
         self._groups: dict[Key, set[Member]] = {}
@@ -379,13 +390,20 @@ class Hub:
                 await asyncio.sleep(_RETRY)
 
     def _queue(self, event: Event) -> None:
-        # events that arrive together go out together: the flush runs once this task waits
+        # events that arrive together go out together: the flush runs once this task waits,
+        # and no sooner than `coalesce` after the one before
         self._pending.append(_Prepared(event))
         if self._flush_handle is None:
-            self._flush_handle = asyncio.get_running_loop().call_soon(self._flush)
+            loop = asyncio.get_running_loop()
+            due = self._flushed_at + self.coalesce - loop.time()
+            if due > 0:
+                self._flush_handle = loop.call_later(due, self._flush)
+            else:
+                self._flush_handle = loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_handle = None
+        self._flushed_at = asyncio.get_running_loop().time()
         pending, self._pending = self._pending, []
         if not pending:
             return
