@@ -10,7 +10,8 @@ dict lookups, never by asking every connection.
 
 Each event is made into bytes once (its JSON text, its WebSocket frame, its SSE chunk), and
 the events that arrive together (under load, within :data:`COALESCE` of the last flush) are
-joined once per group, so each connection gets one write per batch: a plain ``transport.write`` on a WebSocket served by
+joined once per group, so each connection gets one write per batch: a plain
+``transport.write`` on a WebSocket served by
 :class:`~signoff.server.wsprotocol.HubWebSocketProtocol`, no coroutine, task or queue per
 connection per event. Other connections (SSE streams, whose HTTP chunked framing belongs to
 h11; WebSockets over another transport, as in-process test clients) are fed the same
