@@ -159,6 +159,22 @@ def agent_token(server: Server, name: str = "bot") -> str:
     return done.stdout.strip()
 
 
+def session_cookie(server: Server) -> str:
+    """The admin signed in to the inbox through the sign-in form: the session cookie's value."""
+    assert server.admin_token is not None
+    response = httpx.post(
+        f"{server.base}/login",
+        content=f"token={server.admin_token}&next=/",
+        headers={
+            "content-type": "application/x-www-form-urlencoded",
+            "sec-fetch-site": "same-origin",
+        },
+    )
+    cookie = response.cookies.get("signoff_session")
+    assert cookie, response.text
+    return cookie
+
+
 def bearer(token: str) -> dict[str, str]:
     """An Authorization header."""
     return {"Authorization": f"Bearer {token}"}

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from signoff.client import API
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, session_cookie, start_server
 
 METRICS_TOKEN = "scrape-3c1f9a7e5b2d4068"
 
@@ -34,22 +34,6 @@ def refused(answer: httpx.Response, status: int) -> None:
     body = answer.json()
     assert set(body) == {"error", "detail"} and body["detail"]
     assert "signoff_" not in answer.text
-
-
-def session_cookie(server: Server) -> str:
-    """The admin signed in to the inbox: the session cookie."""
-    assert server.admin_token is not None
-    signed_in = httpx.post(
-        f"{server.base}/login",
-        content=f"token={server.admin_token}&next=/",
-        headers={
-            "content-type": "application/x-www-form-urlencoded",
-            "sec-fetch-site": "same-origin",
-        },
-    )
-    cookie = signed_in.cookies.get("signoff_session")
-    assert cookie
-    return cookie
 
 
 def test_only_an_admin_token_or_the_metrics_token_reads_metrics(server: Server) -> None:

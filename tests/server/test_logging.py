@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from signoff.cli.app import app
 from signoff.client import API
 from tests.server.lifecycle import lifecycle
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, session_cookie, start_server
 
 SECRET_ARG = "hunter2-value-9f3"
 """An argument's value that must not reach the log without --log-args."""
@@ -47,22 +47,6 @@ def wait_for(log: Path, text: str) -> None:
         time.sleep(0.05)
 
 
-def sign_in(server: Server) -> str:
-    """Sign the admin in through the form; the session cookie's value."""
-    assert server.admin_token is not None
-    response = httpx.post(
-        f"{server.base}/login",
-        content=f"token={server.admin_token}&next=/",
-        headers={
-            "content-type": "application/x-www-form-urlencoded",
-            "sec-fetch-site": "same-origin",
-        },
-    )
-    cookie = response.cookies.get("signoff_session")
-    assert cookie, response.text
-    return cookie
-
-
 def test_json_lines_tell_a_lifecycle_and_hold_no_secret(tmp_path: Path) -> None:
     """Every line is a JSON object; the lifecycle's changes name the request and who made
     them; HTTP lines name the principal; no token, cookie, query or argument value appears;
@@ -70,7 +54,7 @@ def test_json_lines_tell_a_lifecycle_and_hold_no_secret(tmp_path: Path) -> None:
     server, log = serve(tmp_path, "--log-format", "json")
     try:
         agent = agent_token(server)
-        cookie = sign_in(server)
+        cookie = session_cookie(server)
         listed = httpx.get(f"{server.base}{API}/requests", cookies={"signoff_session": cookie})
         assert listed.status_code == 200
         request_id = lifecycle(server, agent, {"command": SECRET_ARG})
