@@ -204,7 +204,7 @@ def _reading(router: APIRouter) -> None:
             if waited.status != "pending" or timeout == 0:
                 return waited
             if stopping.stopping:
-                raise ServerStopping("the server is shutting down; ask again once it is back")
+                raise _stopping()
             deadline = asyncio.get_running_loop().time() + timeout
             later = functools.partial(
                 _answer_later, request.scope, park, service, request_id, caller, deadline
@@ -216,7 +216,7 @@ def _reading(router: APIRouter) -> None:
             # held open cost only their own request's coroutine
             waited = await service.wait(request_id, timeout, caller, until=going)
             if waited.status == "pending" and going.done():
-                raise ServerStopping("the server is shutting down; ask again once it is back")
+                raise _stopping()
             return waited
         finally:
             going.cancel()
@@ -248,7 +248,7 @@ async def _answer_later(
         remaining = max(0.0, deadline - asyncio.get_running_loop().time())
         waited = await service.wait(request_id, remaining, caller, until=going)
         if waited.status == "pending" and stopping.stopping:
-            raise ServerStopping("the server is shutting down; ask again once it is back")
+            raise _stopping()
         body = RequestAdapter.dump_json(RequestAdapter.validate_python(waited), by_alias=True)
         answer = Response(content=body, media_type="application/json")
     except SignoffError as exc:
@@ -262,6 +262,11 @@ async def _answer_later(
 async def _nothing_to_read() -> Message:
     # a Response only sends; a GET's (empty) body was read before the route ran
     raise AssertionError("a parked answer reads nothing")
+
+
+def _stopping() -> ServerStopping:
+    """What a long poll still pending answers when the server stops (retryable: 503)."""
+    return ServerStopping("the server is shutting down; ask again once it is back")
 
 
 def _wake(going: asyncio.Future[None]) -> None:

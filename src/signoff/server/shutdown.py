@@ -14,12 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import uvicorn
-
-from signoff.errors import ServerStopping
 
 __all__ = ["GOING_AWAY", "Shutdown", "either", "prompt_server"]
 
@@ -84,22 +82,6 @@ class Shutdown:
         self._idle = asyncio.Event()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout)
-
-    async def unless_stopping(self, work: Awaitable[T]) -> T:
-        """``work``'s result; ServerStopping (work canceled) if the server stops first."""
-        task = asyncio.ensure_future(work)
-        stop = self.future()
-        either_one: list[asyncio.Future[Any]] = [task, stop]
-        try:
-            await asyncio.wait(either_one, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            raise ServerStopping("the server is shutting down; ask again once it is back")
-        return task.result()
 
 
 def either(*futures: asyncio.Future[Any]) -> asyncio.Future[None]:
