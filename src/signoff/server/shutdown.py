@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+from signoff.server import heap
+
 __all__ = ["GOING_AWAY", "Shutdown", "either", "prompt_server"]
 
 T = TypeVar("T")
@@ -105,6 +107,10 @@ def prompt_server(config: uvicorn.Config, shutdown: Shutdown, *, drain: float) -
     """
 
     class PromptServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            heap.settle()  # what start-up built lives as long as the process
+
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             shutdown.begin()
             await shutdown.drained(drain)

@@ -1,0 +1,24 @@
+"""The server process's heap and Python's cycle collector.
+
+A full collection (generation 2) walks every object the collector tracks and holds the
+event loop, and the GIL, while it does: with the modules, the app, its schemas and routes
+loaded, that is about 50,000 objects, tens of milliseconds on a busy two-core machine, for
+every request in flight at that moment. None of those objects is ever garbage: they live
+as long as the process. :func:`settle` collects once after start-up and moves what is left
+out of the collector's reach (``gc.freeze``), so later full collections walk only what the
+server allocated since. Reference counting still frees a frozen object the moment nothing
+refers to it; only a cycle among start-up objects broken later would stay, and start-up
+builds none that is broken later.
+"""
+
+from __future__ import annotations
+
+import gc
+
+__all__ = ["settle"]
+
+
+def settle() -> None:
+    """Collect start-up's garbage, then freeze everything left (call once, after start-up)."""
+    gc.collect()
+    gc.freeze()
