@@ -10,14 +10,16 @@ read through the app's ``receive()``.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 import h11
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from signoff.errors import RequestTimeout, ServerBusy
+from signoff.server.admission import IN_APP, LEASE, Admission
 from signoff.server.errors import error_body, status_of
 from signoff.server.limits import refuse
 from signoff.server.parking import Park, run_parkable
@@ -25,7 +27,9 @@ from signoff.server.parking import Park, run_parkable
 __all__ = ["guarded_protocol"]
 
 
-def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11Protocol]:
+def guarded_protocol(
+    *, header_timeout: float, max_connections: int, in_app: int = IN_APP, lease: float = LEASE
+) -> type[H11Protocol]:
     """uvicorn's h11 protocol, closing slow request heads and answering 503 over the cap.
 
     A connection must deliver each request head within ``header_timeout`` seconds of
@@ -33,8 +37,11 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
     Beyond ``max_connections`` open sockets (WebSockets and event streams included), each
     new connection's request is answered 503 ``ServerBusy`` and the connection closed.
     Each request may park (server/parking.py): its handler returns, and the connection's
-    task answers later; a parked request hears of its client going away.
+    task answers later; a parked request hears of its client going away. At most
+    ``in_app`` requests run the app's call chain at once, each for ``lease`` seconds at most
+    (server/admission.py), so that a burst of them does not leave the heap full of holes.
     """
+    admission = Admission(limit=in_app, lease=lease)
 
     class GuardedH11Protocol(H11Protocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -48,13 +55,22 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
         async def _parkable(self, scope: Scope, receive: Receive, send: Send) -> None:
             park = self._park = Park()
             try:
-                await run_parkable(self._inner, park, scope, receive, send)
+                await run_parkable(self._admitted, park, scope, receive, send)
             finally:
                 if self._park is park:
                     self._park = None
 
+        async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
+            slot = await admission.enter()
+            try:
+                await self._inner(scope, receive, send)  # a parked request returns at once
+            finally:
+                slot.leave()
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            flow = self.flow
+            flow._is_writable_event = _lazy(flow._is_writable_event)
             if len(self.connections) > max_connections:
                 self.app = _busy
             self._arm()
@@ -63,6 +79,9 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
             if self.conn.their_state is h11.IDLE:
                 self._head_bytes += len(data)
             super().data_received(data)
+            cycle = self.cycle
+            if cycle is not None and type(cycle.message_event) is asyncio.Event:
+                cycle.message_event = _lazy(cycle.message_event)  # a new request's
             if self.conn.their_state is not h11.IDLE:
                 self._disarm()
 
@@ -101,6 +120,30 @@ def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[H11
             self.transport.close()
 
     return GuardedH11Protocol
+
+
+class LazyEvent(asyncio.Event):
+    """An :class:`asyncio.Event` whose queue of waiters is made by its first waiter.
+
+    uvicorn gives each connection and each request an event that is rarely waited on (the
+    socket being writable again; more of the body); asyncio's makes its deque at once, a
+    0.5 KB block each, 1 KB of every idle connection's and parked long poll's memory.
+    """
+
+    async def wait(self) -> Literal[True]:
+        """Wait until the flag is set (at once if it is)."""
+        if not self._waiters:
+            self._waiters = deque()
+        return await super().wait()
+
+
+def _lazy(event: asyncio.Event) -> LazyEvent:
+    """A :class:`LazyEvent` in ``event``'s state (nobody waits on it yet)."""
+    lazy = LazyEvent()
+    lazy._waiters = ()  # type: ignore[assignment]  # set() and clear() only iterate it
+    if event.is_set():
+        lazy.set()
+    return lazy
 
 
 async def _busy(scope: Scope, receive: Receive, send: Send) -> None:
