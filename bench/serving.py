@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import re
 import resource
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -211,6 +213,14 @@ _DECIDED = re.compile(rb'"type": ?"decided".*?"request": ?\{"id": ?"([^"]+)"')
 _CLOSE = b"\x88\x82\x00\x00\x00\x00\x03\xe8"  # masked, code 1000
 
 
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux's option (35 on x86-64 and arm64; Python does not name it) asking ``recvmsg`` for the
+time the kernel received the data read: the arrival at the client's machine, whatever its own
+process's scheduling does after."""
+
+_STAMP_SPACE = socket.CMSG_SPACE(16)  # one struct timespec
+
+
 @dataclass
 class WsStats:
     """What one WebSocket saw: events in order, and when each ``decided`` event arrived."""
@@ -221,37 +231,56 @@ class WsStats:
     repeats: int = 0
     last_seq: int = 0
     closed_by_server: int = 0
-    decided: list[tuple[str, float]] = field(default_factory=list)
+    decided: list[tuple[str, float, float]] = field(default_factory=list)
+    """Per ``decided`` event: the request id, when the kernel received the data holding it
+    and when this process read it (both ``time.time()`` seconds)."""
 
 
-class WsCounter(asyncio.Protocol):
+class WsCounter:
     """A WebSocket client that counts the server's frames without decoding their JSON.
 
-    A frame's seq is read from its first bytes (``{"seq": N,``); a ``decided`` event's
-    request id is matched in the raw text only when the frame says ``decided``. Pings are
-    answered; every message is timed once per read, not per frame.
+    It reads its socket itself (``recvmsg`` from a reader callback) so that each read comes
+    with the kernel's receive time (``SO_TIMESTAMPNS``; for TCP, the time of the newest data
+    in the read, so never earlier than a frame's true arrival). A frame's seq is read from its
+    first bytes (``{"seq": N,``); a ``decided`` event's request id is matched in the raw text
+    only when the frame says ``decided``. Pings are answered.
     """
 
     def __init__(
         self,
-        handshake: bytes,
+        sock: socket.socket,
         opened: asyncio.Future[None],
         on_event: Callable[[bytes], None] | None = None,
     ) -> None:
-        self._handshake = handshake
+        self._sock = sock
         self._opened = opened
         self._on_event = on_event
-        self._transport: asyncio.Transport | None = None
         self._buffer = b""
         self._upgraded = False
+        self._open = True
         self.stats = WsStats()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        transport.write(self._handshake)
+    def readable(self) -> None:
+        """Read what the socket has (the event loop's reader callback)."""
+        try:
+            data, ancillary, _, _ = self._sock.recvmsg(1 << 18, _STAMP_SPACE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(f"read failed: {error}")
+            return
+        read = time.time()
+        if not data:
+            self._lost("connection closed")
+            return
+        arrived = read
+        for level, kind, raw in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                seconds, nanoseconds = struct.unpack("qq", raw[:16])
+                arrived = seconds + nanoseconds / 1e9
+        self._received(data, arrived, read)
 
-    def data_received(self, data: bytes) -> None:
+    def _received(self, data: bytes, arrived: float, read: float) -> None:
         buffer = self._buffer + data if self._buffer else data
         if not self._upgraded:
             end = buffer.find(b"\r\n\r\n")
@@ -259,13 +288,12 @@ class WsCounter(asyncio.Protocol):
                 self._buffer = buffer
                 return
             if buffer[9:12] != b"101":
-                self._fail(buffer[: end + 4].decode(errors="replace"))
+                self._lost(buffer[: end + 4].decode(errors="replace"))
                 return
             self._upgraded = True
             if not self._opened.done():
                 self._opened.set_result(None)
             buffer = buffer[end + 4 :]
-        arrived = time.monotonic()
         at, size = 0, len(buffer)
         while size - at >= 2:
             length, start = buffer[at + 1] & 0x7F, at + 2
@@ -279,11 +307,11 @@ class WsCounter(asyncio.Protocol):
                 length, start = int.from_bytes(buffer[at + 2 : at + 10]), at + 10
             if size < start + length:
                 break
-            self._frame(buffer[at] & 0x0F, buffer[start : start + length], arrived)
+            self._frame(buffer[at] & 0x0F, buffer[start : start + length], arrived, read)
             at = start + length
         self._buffer = buffer[at:]
 
-    def _frame(self, opcode: int, payload: bytes, arrived: float) -> None:
+    def _frame(self, opcode: int, payload: bytes, arrived: float, read: float) -> None:
         stats = self.stats
         if opcode == 1 and payload.startswith(b'{"seq"'):
             colon = payload.find(b":")
@@ -296,34 +324,40 @@ class WsCounter(asyncio.Protocol):
             stats.last_seq = max(seq, stats.last_seq)
             stats.events += 1
             if b'"decided"' in payload and (found := _DECIDED.search(payload)):
-                stats.decided.append((found[1].decode(), arrived))
+                stats.decided.append((found[1].decode(), arrived, read))
             if self._on_event is not None:
                 self._on_event(payload)
         elif opcode == 1:
             stats.heartbeats += 1
-        elif opcode == 9 and self._transport is not None:
+        elif opcode == 9:
             # a pong echoes the ping's data (the server's keepalive checks it), masked with a
             # zero key, which leaves the data as it is
-            self._transport.write(bytes([0x8A, 0x80 | len(payload)]) + bytes(4) + payload)
+            self._send(bytes([0x8A, 0x80 | len(payload)]) + bytes(4) + payload)
         elif opcode == 8:
             stats.closed_by_server += 1
-            if self._transport is not None:
-                self._transport.close()
+            self._shut()
 
-    def _fail(self, why: str) -> None:
+    def _send(self, data: bytes) -> None:
+        """Write a small frame (a pong, a close) without waiting; a full buffer drops it."""
+        with contextlib.suppress(OSError):
+            self._sock.send(data)
+
+    def _shut(self) -> None:
+        if self._open:
+            self._open = False
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
+
+    def _lost(self, why: str) -> None:
         if not self._opened.done():
             self._opened.set_exception(ConnectionError(f"WebSocket refused: {why}"))
-        if self._transport is not None:
-            self._transport.close()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._fail("connection lost")
+        self._shut()
 
     def close(self) -> None:
         """Send a close frame and drop the connection."""
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(_CLOSE)
-            self._transport.close()
+        if self._open:
+            self._send(_CLOSE)
+            self._shut()
 
 
 async def open_ws(
@@ -333,9 +367,16 @@ async def open_ws(
     given each event's JSON text."""
     loop = asyncio.get_running_loop()
     opened: asyncio.Future[None] = loop.create_future()
-    handshake = ws_handshake(f"{API}/ws", token)
-    _, protocol = await loop.create_connection(
-        lambda: WsCounter(handshake, opened, on_event), HOST, port
-    )
+    sock = socket.socket()
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, (HOST, port))
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        await loop.sock_sendall(sock, ws_handshake(f"{API}/ws", token))
+    except OSError:
+        sock.close()
+        raise
+    counter = WsCounter(sock, opened, on_event)
+    loop.add_reader(sock.fileno(), counter.readable)
     await opened
-    return protocol
+    return counter
