@@ -1,0 +1,69 @@
+"""What ``signoff serve`` does to its heap once started (server/heap.py): start-up's garbage is
+collected, and what is left is frozen out of the cycle collector's full passes."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from signoff.server import heap
+from signoff.server.shutdown import Shutdown, prompt_server
+from tests.serving import free_port
+
+
+@pytest.fixture(autouse=True)
+def unfrozen() -> Iterator[None]:
+    """Each test starts and ends with nothing frozen (the test process's heap is shared)."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+class Node:
+    """An object that can sit in a reference cycle."""
+
+    other: Node | None = None
+
+
+def test_settle_collects_start_up_garbage_before_it_freezes() -> None:
+    garbage, kept = Node(), Node()
+    garbage.other, kept.other = garbage, kept  # two cycles; only ``kept`` stays referenced
+    gone, alive = weakref.ref(garbage), weakref.ref(kept)
+    del garbage
+    gc.disable()  # no automatic pass may collect it first
+    try:
+        heap.settle()
+    finally:
+        gc.enable()
+    assert gone() is None  # collected, not frozen (a frozen cycle would never be)
+    assert alive() is kept
+    assert gc.get_freeze_count() > 0
+    assert not any(o is kept for o in gc.get_objects())  # out of the collector's passes
+
+
+async def test_serve_settles_the_heap_once_started() -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        return None
+
+    config = uvicorn.Config(app, port=free_port(), log_level="warning", lifespan="off")
+    server = prompt_server(config, Shutdown(), drain=0.1)
+    assert gc.get_freeze_count() == 0
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(1000):  # uvicorn offers no event for "listening"
+            if server.started:
+                break
+            await asyncio.sleep(0.01)
+        assert server.started
+        # every module this process imported, the app and the server are frozen
+        assert gc.get_freeze_count() > 10_000
+        assert not any(o is server for o in gc.get_objects())
+    finally:
+        server.should_exit = True
+        await task
