@@ -70,7 +70,10 @@ def guarded_protocol(
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             flow = self.flow
-            flow._is_writable_event = _lazy(flow._is_writable_event)
+            # uvicorn's (0.54) flow control event; left as it is if a release names it otherwise
+            writable = getattr(flow, "_is_writable_event", None)
+            if type(writable) is asyncio.Event:
+                flow._is_writable_event = _lazy(writable)
             if len(self.connections) > max_connections:
                 self.app = _busy
             self._arm()
