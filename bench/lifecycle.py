@@ -6,9 +6,32 @@ transaction per step) on the same durability settings (WAL, synchronous=FULL), m
 in the same run. The service is measured with one caller at a time and with many
 concurrent callers, whose commits it batches.
 
-The three take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
+A fourth subject measures what no store can take away: the same service on the
+in-memory store (``MemoryStore``: no disk, no thread), with one caller and with
+``--concurrency`` callers, timed without what it spends inside the store's methods
+(wrapped on the instance: its dicts, its duplicate scan, the chain's hashes, the committed
+audit entries and events it builds). What is left is the service's own Python per
+lifecycle: input validation, transitions, audit drafts, the bus, the bench's waiter. From
+it and the plain loop of the same run it prints two ceilings, each holding for any store
+whose calls, reads and writes together, cost no more than the plain loop's writes (and
+again with the memory store's own work added to that store, a store that must also build
+the committed records and the chain):
+
+- one caller: ``plain / (plain + own)``, with ``plain`` the plain loop's seconds per
+  lifecycle and ``own`` the service's own seconds per lifecycle with one caller. It
+  assumes a durable store spends at least the plain loop's time per lifecycle (the same
+  four synced commits) and that none of it overlaps the service's Python: one caller
+  awaits each call's commit before it makes the next, and a call's Python runs before
+  its commit (validation, the write) or after it (events, the answer).
+- ``--concurrency`` callers: ``1 / own CPU``, with ``own CPU`` the process CPU per
+  lifecycle (``time.process_time``) of the memory-store run less the store's CPU, as a
+  rate and as a ratio to the plain loop. It assumes all of that CPU holds the GIL (pure
+  Python on the event loop thread, so the second core cannot run it), and counts nothing
+  for the store, so it holds for every store; the store's CPU only lowers it.
+
+The five take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
 that other load on the machine, which moves the cost of a disk sync several-fold on a
-shared host, falls on all three alike; each rate is its lifecycles over its time summed
+shared host, falls on all of them alike; each rate is its lifecycles over its time summed
 over the rounds. ``--profile`` instead runs the service once with one caller and once with
 ``--concurrency`` callers under cProfile, counting each thread's own CPU time (the event
 loop, the SQLite writer and readers), and prints where it goes.
@@ -22,6 +45,7 @@ import argparse
 import asyncio
 import cProfile
 import hashlib
+import inspect
 import json
 import pstats
 import sqlite3
@@ -29,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import FrameType
@@ -39,6 +63,7 @@ from signoff.bus.local import LocalBus
 from signoff.domain.principals import Principal
 from signoff.service import Service
 from signoff.store.base import Store
+from signoff.store.memory import MemoryStore
 from signoff.store.sqlite import SQLiteStore
 
 AGENT = Principal(name="bench-agent", role="agent")
@@ -162,28 +187,111 @@ async def through_service(
     return lifecycles / elapsed
 
 
-def run_rounds(
-    tmp: Path, lifecycles: int, concurrency: int, rounds: int
-) -> dict[str, tuple[int, float]]:
-    """Lifecycles done and seconds taken by each of the three, over ``rounds`` turns."""
+class StoreTime:
+    """Wall and CPU time spent inside a store's coroutine methods, summed (each is wrapped
+    on the instance; a call made from inside another is not counted twice)."""
+
+    def __init__(self, store: Store) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+        self._depth = 0
+        for name in dir(store):
+            method = getattr(store, name)
+            if not name.startswith("_") and inspect.iscoroutinefunction(method):
+                setattr(store, name, self._timed(method))
+
+    def _timed(self, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def timed(*args: Any, **kw: Any) -> Any:
+            self._depth += 1
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return await method(*args, **kw)
+            finally:
+                self._depth -= 1
+                if not self._depth:
+                    self.wall += time.perf_counter() - wall
+                    self.cpu += time.thread_time() - cpu
+
+        return timed
+
+
+class OwnTime:
+    """While entered: the process's CPU time, and the wall and CPU time spent inside the
+    store's methods, so that the service's own is the rest."""
+
+    def __init__(self, store: Store) -> None:
+        self.inside = StoreTime(store)
+        self.process = self.store_wall = self.store_cpu = 0.0
+
+    def __enter__(self) -> OwnTime:
+        self.inside.wall = self.inside.cpu = 0.0
+        self.process = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process = time.process_time() - self.process
+        self.store_wall, self.store_cpu = self.inside.wall, self.inside.cpu
+
+
+class Tally:
+    """What one subject did over the rounds."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Lifecycles done."""
+        self.seconds = 0.0
+        """Seconds they took (for the memory store's: less the time inside the store)."""
+        self.cpu = 0.0
+        """Process CPU seconds less the store's (the memory store's only; else 0)."""
+        self.store = 0.0
+        """Seconds spent inside the store's methods (the memory store's only; else 0)."""
+
+    def add(self, count: int, seconds: float, cpu: float = 0.0, store: float = 0.0) -> None:
+        """Add one round's figures."""
+        self.count += count
+        self.seconds += seconds
+        self.cpu += cpu
+        self.store += store
+
+
+def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
+    """The service on the in-memory store: add its own time and CPU to ``tally``."""
+    store = MemoryStore()
+    own = OwnTime(store)
+    rate = asyncio.run(through_service(store, lifecycles, concurrency, timed=own))
+    tally.add(
+        lifecycles, lifecycles / rate - own.store_wall, own.process - own.store_cpu, own.store_wall
+    )
+
+
+def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dict[str, Tally]:
+    """What each of the five did over ``rounds`` turns, in rotating order."""
     per_round = max(1, lifecycles // rounds)
-    runs: dict[str, Callable[[Path], float]] = {
-        "plain": lambda path: plain_sqlite(path, per_round),
-        "serial": lambda path: asyncio.run(
-            through_service(SQLiteStore(path), max(1, per_round // 4), 1)
+    serial = max(1, per_round // 4)
+    done = {name: Tally() for name in ("plain", "serial", "batched", "memory 1", "memory n")}
+
+    def timed(count: int, rate: float) -> tuple[int, float]:
+        return count, count / rate
+
+    runs: dict[str, Callable[[Path], None]] = {
+        "plain": lambda path: done["plain"].add(*timed(per_round, plain_sqlite(path, per_round))),
+        "serial": lambda path: done["serial"].add(
+            *timed(serial, asyncio.run(through_service(SQLiteStore(path), serial, 1)))
         ),
-        "batched": lambda path: asyncio.run(
-            through_service(SQLiteStore(path), per_round, concurrency)
+        "batched": lambda path: done["batched"].add(
+            *timed(
+                per_round,
+                asyncio.run(through_service(SQLiteStore(path), per_round, concurrency)),
+            )
         ),
+        "memory 1": lambda path: through_memory(per_round, 1, done["memory 1"]),
+        "memory n": lambda path: through_memory(per_round, concurrency, done["memory n"]),
     }
-    done = dict.fromkeys(runs, (0, 0.0))
     names = list(runs)
     for n in range(rounds):
-        for name in names[n % 3 :] + names[: n % 3]:
-            count = per_round if name != "serial" else max(1, per_round // 4)
-            rate = runs[name](tmp / f"{name}-{n}.db")
-            total, seconds = done[name]
-            done[name] = (total + count, seconds + count / rate)
+        turn = n % len(names)
+        for name in names[turn:] + names[:turn]:
+            runs[name](tmp / f"{name.replace(' ', '-')}-{n}.db")
     return done
 
 
@@ -256,7 +364,7 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
 
 
 def main() -> None:
-    """Run the three in turns and print lifecycles per second and the ratios."""
+    """Run the five in turns and print lifecycles per second, the ratios and the ceilings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -268,10 +376,17 @@ def main() -> None:
             profile(Path(tmp), opts.lifecycles, opts.concurrency)
             return
         done = run_rounds(Path(tmp), opts.lifecycles, opts.concurrency, opts.rounds)
-    base, serial, batched = (count / seconds for count, seconds in done.values())
+    report(done, opts.rounds, opts.concurrency)
+
+
+def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
+    """Print the rates, the ratios to the plain loop and the two ceilings."""
+    base, serial, batched = (
+        done[k].count / done[k].seconds for k in ("plain", "serial", "batched")
+    )
     print(
-        f"{opts.rounds} rounds, rotating order; lifecycles each: "
-        + ", ".join(f"{name} {count}" for name, (count, _) in done.items())
+        f"{rounds} rounds, rotating order; lifecycles each: "
+        + ", ".join(f"{name} {tally.count}" for name, tally in done.items())
     )
     print(f"plain sqlite3 loop (same writes, one txn per step): {base:9.1f} lifecycles/s")
     print(
@@ -279,8 +394,36 @@ def main() -> None:
         f"  ratio {serial / base:.2f}  (target >= 0.70)"
     )
     print(
-        f"signoff service, {opts.concurrency} concurrent callers:            "
+        f"signoff service, {concurrency} concurrent callers:            "
         f"{batched:9.1f} lifecycles/s  ratio {batched / base:.2f}  (target >= 1.50)"
+    )
+    one, many = done["memory 1"], done["memory n"]
+    plain_ms, own_ms = 1e3 / base, one.seconds / one.count * 1e3
+    print(
+        f"service on the memory store (its own Python, no disk), 1 caller: "
+        f"{one.count / one.seconds:.1f} lifecycles/s, own time {own_ms:.3f} ms a lifecycle "
+        f"(the store's {one.store / one.count * 1e3:.3f} ms left out)"
+    )
+    print(
+        f"service on the memory store (its own Python, no disk), {concurrency} callers: "
+        f"{many.count / many.seconds:.1f} lifecycles/s, own CPU {many.cpu / many.count * 1e3:.3f}"
+        f" ms a lifecycle (the store's {many.store / many.count * 1e3:.3f} ms left out)"
+    )
+    store_ms, store_cpu = one.store / one.count * 1e3, many.store / many.count * 1e3
+    print(
+        f"1 caller: ceiling with a store that costs no more than the plain loop: "
+        f"{plain_ms / (plain_ms + own_ms):.2f} (target 0.70) = plain {plain_ms:.3f} ms / "
+        f"(plain {plain_ms:.3f} + service's own {own_ms:.3f} ms); "
+        f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does the memory "
+        f"store's work ({store_ms:.3f} ms)"
+    )
+    own_cpu = many.cpu / many.count * 1e3
+    print(
+        f"{concurrency} callers: ceiling with any store, even one that costs nothing: "
+        f"{1e3 / own_cpu / base:.2f} (target 1.50) = 1 / service's own CPU {own_cpu:.3f} ms "
+        f"= {1e3 / own_cpu:.1f} lifecycles/s, over the plain loop's {base:.1f}/s; "
+        f"{1e3 / (own_cpu + store_cpu) / base:.2f} if the store's CPU is the memory store's "
+        f"({store_cpu:.3f} ms)"
     )
 
 

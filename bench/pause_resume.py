@@ -21,6 +21,16 @@ One pause+resume, timed from the agent's side:
   same four durable transactions (request row, audit entry, event; WAL, synchronous=FULL)
   and nothing else. What four synced commits cost on this disk bounds what signoff, which
   must make them, can reach against LangGraph; the run prints that bound.
+- **the ceiling on PostgreSQL**: ``lifecycle_pg.PlainAsyncpg``, a hand-written asyncpg loop
+  making the same four transactions on a fresh database of the same server, durable as the
+  server's ``synchronous_commit`` has it (the run prints it).
+- **signoff's own time**: ``one_lifecycle`` through the service on the in-memory store
+  (``MemoryStore``), each sample less the time spent inside the store's methods
+  (``lifecycle.StoreTime``): the service's own Python per pause+resume. With one
+  pause+resume at a time each call waits for its commit, so against a store that costs no
+  more than the bare loop signoff reaches at most ``loop / (loop + own)`` of that loop
+  (mean times; ``lifecycle.py``'s docstring gives the assumptions); the run prints it next
+  to what LangGraph's target needs: ``target / (loop / LangGraph)`` of the loop.
 
 All configurations run in this process, each on its own fresh SQLite file or fresh
 PostgreSQL database of the same server, one pause+resume at a time. They take turns, one
@@ -58,12 +68,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle import ARGS, PlainLoop, one_lifecycle
-from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
+from lifecycle import ARGS, PlainLoop, StoreTime, one_lifecycle
+from lifecycle_pg import DEFAULT_DSN, PlainAsyncpg, drop_database, fresh_database
 
 from signoff.bus.local import LocalBus
 from signoff.service import Service
 from signoff.store.base import Store
+from signoff.store.memory import MemoryStore
 from signoff.store.postgres import PostgresStore
 from signoff.store.sqlite import SQLiteStore
 
@@ -95,7 +106,11 @@ class Subject:
     rows: Callable[[], Awaitable[dict[str, int]]]
     """Rows now in each table."""
     samples: list[float] = field(default_factory=list)
-    """Seconds per timed pause+resume."""
+    """Seconds per timed pause+resume (less ``left_out``'s share)."""
+    left_out: StoreTime | None = None
+    """If set, the time inside these store methods is left out of ``samples``."""
+    left_out_samples: list[float] = field(default_factory=list)
+    """Seconds left out of each sample."""
 
 
 def count_calls(obj: object, names: Sequence[str]) -> Counter[str]:
@@ -159,6 +174,44 @@ async def through_signoff(
 
 PLAIN = "sqlite3 loop (ceiling)"
 """The label of the plain loop's figures."""
+PLAIN_PG = "asyncpg loop (ceiling)"
+"""The label of the plain asyncpg loop's figures."""
+OWN = "signoff own (memory)"
+"""The label of the service's own time, on the in-memory store."""
+
+
+@asynccontextmanager
+async def through_memory() -> AsyncIterator[Subject]:
+    """signoff's pause+resume on the in-memory store, timed without the store's methods."""
+    store = MemoryStore()
+    own = StoreTime(store)
+
+    async def no_rows() -> dict[str, int]:
+        return {}
+
+    async with through_signoff(OWN, store, no_rows) as subject:
+        subject.left_out = own
+        yield subject
+
+
+@asynccontextmanager
+async def through_plain_pg(url: str) -> AsyncIterator[Subject]:
+    """The ceiling of four durable commits on PostgreSQL: a hand-written asyncpg loop making
+    a pause+resume's four transactions (request row, audit entry, event each) on the
+    server's ``synchronous_commit``, with nothing else."""
+    loop = await PlainAsyncpg.create(url)
+    level = await loop.db.fetchval("SHOW synchronous_commit")
+    print(f"PostgreSQL server: synchronous_commit = {level}")
+    commits: Counter[str] = Counter()
+
+    async def step(n: int) -> None:
+        await loop.lifecycle(n)
+        commits["commit"] += 4
+
+    try:
+        yield Subject(PLAIN_PG, step, commits, pg_rows(url))
+    finally:
+        await loop.close()
 
 
 @asynccontextmanager
@@ -228,6 +281,7 @@ async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subj
     print(f"LangGraph SQLite saver: PRAGMA synchronous = {level and level[0]} (2: FULL)")
     out.append(through_langgraph("LangGraph SQLite", saver, sqlite_rows(path)))
     out.append(await stack.enter_async_context(through_plain_sqlite(tmp / "plain.db")))
+    out.append(await stack.enter_async_context(through_memory()))
     if opts.no_pg:
         return out
     url = await stack.enter_async_context(fresh_pg(opts.dsn))
@@ -240,6 +294,8 @@ async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subj
     pg_saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(url))
     await pg_saver.setup()
     out.append(through_langgraph("LangGraph PostgreSQL", pg_saver, pg_rows(url)))
+    url = await stack.enter_async_context(fresh_pg(opts.dsn))
+    out.append(await stack.enter_async_context(through_plain_pg(url)))
     return out
 
 
@@ -250,10 +306,14 @@ async def run(opts: argparse.Namespace) -> None:
         for n in range(opts.warmup + opts.iterations):
             turn = n % len(subs)
             for sub in subs[turn:] + subs[:turn]:
+                inside = sub.left_out.wall if sub.left_out else 0.0
                 start = time.perf_counter()
                 await sub.step(n)
+                elapsed = time.perf_counter() - start
+                inside = (sub.left_out.wall if sub.left_out else 0.0) - inside
                 if n >= opts.warmup:
-                    sub.samples.append(time.perf_counter() - start)
+                    sub.samples.append(elapsed - inside)
+                    sub.left_out_samples.append(inside)
         stored = {sub.label: await sub.rows() for sub in subs}
     report(subs, stored, opts.warmup + opts.iterations)
 
@@ -277,13 +337,27 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
                 f"signoff/LangGraph on {db}: median latency {ours[0] / theirs[0]:.2f}, "
                 f"p99 {ours[1] / theirs[1]:.2f}, throughput {ours[2] / theirs[2]:.2f}"
             )
-    if PLAIN in figures and "LangGraph SQLite" in figures and "signoff SQLite" in figures:
-        plain_rate, our_rate = figures[PLAIN][2], figures["signoff SQLite"][2]
-        print(
-            f"ceiling on SQLite: the sqlite3 loop's four durable commits alone run "
-            f"{plain_rate / figures['LangGraph SQLite'][2]:.2f}x LangGraph's throughput; "
-            f"signoff reaches {our_rate / plain_rate:.2f} of that loop"
-        )
+    own = next((sub for sub in subs if sub.label == OWN), None)
+    for db, loop, target in (("SQLite", PLAIN, 5.0), ("PostgreSQL", PLAIN_PG, 2.0)):
+        if loop in figures and f"LangGraph {db}" in figures and f"signoff {db}" in figures:
+            plain_rate, our_rate = figures[loop][2], figures[f"signoff {db}"][2]
+            ceiling = plain_rate / figures[f"LangGraph {db}"][2]
+            print(
+                f"ceiling on {db}: four durable commits alone run {ceiling:.2f}x LangGraph's "
+                f"throughput; signoff reaches {our_rate / plain_rate:.2f} of that loop"
+            )
+            if own is not None:
+                plain_ms = 1e3 / plain_rate
+                own_ms = statistics.fmean(own.samples) * 1e3
+                store_ms = statistics.fmean(own.left_out_samples) * 1e3
+                print(
+                    f"  {target:.0f}x LangGraph needs >= {target / ceiling:.2f} of that loop; "
+                    f"with a store that costs no more than the loop, signoff reaches at most "
+                    f"{plain_ms / (plain_ms + own_ms):.2f} = loop {plain_ms:.3f} ms / (loop "
+                    f"{plain_ms:.3f} + service's own {own_ms:.3f} ms); "
+                    f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does "
+                    f"the memory store's work ({store_ms:.3f} ms)"
+                )
     print("\nstored per pause+resume (rows per table; calls to write methods)")
     for sub in subs:
         # Tables that grew with the work; schema bookkeeping holds fewer rows than that.
@@ -291,7 +365,7 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
             f"{t} {c / total:.1f}" for t, c in sorted(stored[sub.label].items()) if c >= total
         )
         calls = ", ".join(f"{m} {c / total:.1f}" for m, c in sub.writes.items())
-        print(f"{sub.label:22} rows: {rows}; calls: {calls}")
+        print(f"{sub.label:22} rows: {rows or '(in memory)'}; calls: {calls}")
 
 
 def main() -> None:
