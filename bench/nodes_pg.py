@@ -1,11 +1,16 @@
 """Does it scale out: lifecycles per second with 1, 2 and 3 servers on one PostgreSQL.
 
-For each count, starts that many real ``signoff serve`` processes on a fresh database and
-runs ``--agents`` HTTP agents spread round-robin over them, each looping: submit, a person
-approves (on another node), long-poll ``wait``, claim, report. Prints lifecycles per second
-and the ratio to one server, measured in the same run, and the CPU time the servers (all
-of them together, from /proc) spent per lifecycle. On a 2-core machine the servers,
-PostgreSQL and this client share the cores, which bounds what more servers can add.
+For each count, starts that many real ``signoff serve`` processes on a fresh database, as
+docs/deployment.md says to run them: the first sends webhooks and notifications, the others
+run with ``--no-webhooks`` (else every event would be delivered once per server). It runs
+``--agents`` HTTP agents spread round-robin over them, each looping: submit, a person
+approves (on another node), long-poll ``wait``, claim, report. The agents are raw
+keep-alive HTTP connections (bench/serving.py's ``Http``), so that the client takes as
+little of the machine as it can. Prints lifecycles per second and the ratio to one server,
+measured in the same run; the CPU time the servers (all of them together, from /proc) spent
+per lifecycle; and how busy the machine's cores were (from /proc/stat), since on a 2-core
+machine the servers, PostgreSQL and this client share them, which bounds what more servers
+can add.
 
     python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--dsn URL]
 """
@@ -18,14 +23,15 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, free_port, start_server
+
+from serving import Http, make_token
 
 API = "/api/v1"
 
@@ -36,77 +42,99 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def measure(servers: list[Server], lifecycles: int, agents: int) -> tuple[float, float]:
-    """Lifecycles per second over these servers, and their CPU milliseconds per lifecycle."""
+def machine_busy() -> tuple[float, float]:
+    """The machine's busy and total CPU time so far (all cores, from /proc/stat), seconds."""
+    fields = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
+
+
+@dataclass
+class Figures:
+    """One count of servers' figures."""
+
+    rate: float
+    """Lifecycles per second."""
+    servers_cpu: float
+    """The servers' CPU milliseconds per lifecycle."""
+    busy: float
+    """The share of the machine's cores in use while it ran."""
+    client_cpu: float
+    """This process's (the agents') CPU milliseconds per lifecycle."""
+
+
+async def measure(servers: list[Server], lifecycles: int, agents: int) -> Figures:
+    """Lifecycles per second over these servers, and what they cost."""
     admin = servers[0].admin_token
     assert admin is not None
-    async with httpx.AsyncClient(base_url=servers[0].base, headers=bearer(admin)) as http:
-        made = await http.post(f"{API}/tokens", json={"name": "bench-agent", "role": "agent"})
-        agent = made.json()["token"]
-        made = await http.post(f"{API}/tokens", json={"name": "bench-person", "role": "approver"})
-        person = made.json()["token"]
-    clients = [httpx.AsyncClient(base_url=s.base, timeout=120) for s in servers]
+    port = [int(s.base.rsplit(":", 1)[1]) for s in servers]
+    agent = await make_token(port[0], admin, "bench-agent", "agent")
+    person = await make_token(port[0], admin, "bench-person", "approver")
     done = 0
 
     async def loop(n: int) -> None:
         nonlocal done
-        mine, other = clients[n % len(clients)], clients[(n + 1) % len(clients)]
+        mine = await Http.open(port[n % len(port)], agent)
+        waiter = await Http.open(port[n % len(port)], agent)
+        other = await Http.open(port[(n + 1) % len(port)], person)
+        args = {"command": f"job {n}"}
+        body = {"session_id": f"s{n}", "tool_name": "shell", "tool_args": args}
         while done < lifecycles:
-            args = {"command": f"job {n}"}
-            created = await mine.post(
-                f"{API}/requests",
-                json={"session_id": f"s{n}", "tool_name": "shell", "tool_args": args},
-                headers=bearer(agent),
-            )
-            request_id = created.json()["id"]
+            request_id = (await mine.call("POST", f"{API}/requests", body))["id"]
             waiting = asyncio.create_task(
-                mine.get(f"{API}/requests/{request_id}/wait?timeout=60", headers=bearer(agent))
+                waiter.call("GET", f"{API}/requests/{request_id}/wait?timeout=60")
             )
-            await other.post(
-                f"{API}/requests/{request_id}/decision",
-                json={"type": "approve"},
-                headers=bearer(person),
-            )
-            assert (await waiting).json()["status"] == "approved"
-            await mine.post(
-                f"{API}/requests/{request_id}/claim", json={"args": args}, headers=bearer(agent)
-            )
-            await mine.post(
-                f"{API}/requests/{request_id}/result", json={"ok": True}, headers=bearer(agent)
-            )
+            await other.call("POST", f"{API}/requests/{request_id}/decision", {"type": "approve"})
+            assert (await waiting)["status"] == "approved"
+            await mine.call("POST", f"{API}/requests/{request_id}/claim", {"args": args})
+            await mine.call("POST", f"{API}/requests/{request_id}/result", {"ok": True})
             done += 1
+        for http in (mine, waiter, other):
+            http.close()
 
     cpu = sum(cpu_seconds(s.process.pid) for s in servers)
+    busy, total = machine_busy()
+    own = time.process_time()
     start = time.perf_counter()
     await asyncio.gather(*(loop(n) for n in range(agents)))
     elapsed = time.perf_counter() - start
     cpu = sum(cpu_seconds(s.process.pid) for s in servers) - cpu
-    for client in clients:
-        await client.aclose()
-    return done / elapsed, cpu * 1000 / done
+    own = time.process_time() - own
+    busy_after, total_after = machine_busy()
+    return Figures(
+        done / elapsed,
+        cpu * 1000 / done,
+        (busy_after - busy) / max(total_after - total, 1e-9),
+        own * 1000 / done,
+    )
 
 
 async def run(opts: argparse.Namespace) -> None:
     """Measure each count of servers and print the figures with their ratios."""
-    figures: dict[int, tuple[float, float]] = {}
+    figures: dict[int, Figures] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp}
         for count in opts.servers:
             url = await fresh_database(opts.dsn)
             servers: list[Server] = []
             try:
-                servers = [start_server(url, free_port(), env) for _ in range(count)]
+                for n in range(count):  # docs/deployment.md: one node sends webhooks
+                    extra = ("--no-webhooks",) if n else ()
+                    servers.append(start_server(url, free_port(), env, *extra))
                 figures[count] = await measure(servers, opts.lifecycles, opts.agents)
             finally:
                 for server in servers:
                     server.stop()
                 await drop_database(opts.dsn, url)
-    base = figures[min(figures)][0]
-    for count, (rate, cpu) in figures.items():
+    base = figures[min(figures)].rate
+    for count, f in figures.items():
         print(
-            f"{count} server(s) on one PostgreSQL: {rate:7.1f} lifecycles/s"
-            f"  ratio to {min(figures)} server(s) {rate / base:.2f}"
-            f"  servers' CPU {cpu:5.1f} ms/lifecycle"
+            f"{count} server(s) on one PostgreSQL: {f.rate:7.1f} lifecycles/s"
+            f"  ratio to {min(figures)} server(s) {f.rate / base:.2f}"
+            f"  servers' CPU {f.servers_cpu:5.1f} ms/lifecycle"
+            f"  agents' CPU {f.client_cpu:4.1f} ms/lifecycle"
+            f"  machine busy {100 * f.busy:3.0f}% of its cores"
         )
 
 

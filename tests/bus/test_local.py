@@ -7,6 +7,7 @@ from pathlib import Path
 
 from signoff.bus.follower import EventLogFollower
 from signoff.bus.local import LocalBus
+from signoff.domain.events import Event
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
 from signoff.testing import AGENT, APPROVER, memory_service
@@ -218,3 +219,29 @@ async def test_publishing_costs_the_same_with_ten_thousand_waiters_on_other_requ
 
     assert await offers_for_one_decision(1) == await offers_for_one_decision(10_000) == 1
     assert bus.subscriber_count == 0
+
+
+async def test_follower_reads_the_log_once_when_the_page_is_short(tmp_path: Path) -> None:
+    """A poll that finds fewer events than a page has reached the end of the log: it reads
+    no second, empty page (one query per poll, not two, for a server following others)."""
+    path = tmp_path / "signoff.db"
+    here = Service(SQLiteStore(path), read_file=None, follow=False)
+    there = Service(SQLiteStore(path), read_file=None, follow=False)
+    async with here, there:
+        reads: list[int] = []
+        list_events = here.store.list_events
+
+        async def counted(*, after_seq: int, limit: int) -> list[Event]:
+            found = await list_events(after_seq=after_seq, limit=limit)
+            reads.append(len(found))
+            return found
+
+        here.store.list_events = counted  # type: ignore[method-assign,assignment]
+        follower = EventLogFollower(here.store, here.bus, interval=60)  # polled by hand
+        subscription = here.bus.subscribe()
+        await there.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+        assert await follower.poll_once() == 1
+        assert reads == [1]
+        assert await subscription.get(timeout=1) is not None
+        assert await follower.poll_once() == 0  # nothing new: one empty read
+        assert reads == [1, 0]

@@ -15,7 +15,10 @@ import contextlib
 from signoff.bus.local import EventBus
 from signoff.store.base import Store
 
-__all__ = ["EventLogFollower"]
+__all__ = ["PAGE", "EventLogFollower"]
+
+PAGE = 500
+"""Events read from the log at a time."""
 
 
 class EventLogFollower:
@@ -42,16 +45,25 @@ class EventLogFollower:
             self._task = None
 
     async def poll_once(self) -> int:
-        """Publish what arrived since the last poll; how many events were new here."""
+        """Publish what arrived since the last poll; how many events were new here.
+
+        It reads pages of :data:`PAGE` events until one is short: a short page is the end of
+        the log as of that read, so it does not ask again (a second, empty read per poll would
+        double the queries a server makes following the others). What is committed after that
+        read, the next poll reaches: the PostgreSQL follower is woken by its NOTIFY, others
+        poll every ``interval``.
+        """
         published = 0
         while True:
-            events = await self._store.list_events(after_seq=self._cursor, limit=500)
+            events = await self._store.list_events(after_seq=self._cursor, limit=PAGE)
             if not events:
                 return published
             self._cursor = events[-1].seq
             foreign = [e for e in events if not self._bus.already_published(e.seq)]
             await self._bus.publish(foreign)
             published += len(foreign)
+            if len(events) < PAGE:
+                return published
 
     async def _run(self) -> None:
         while True:
