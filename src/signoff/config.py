@@ -93,7 +93,14 @@ def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
     if postgres is not None and isinstance(store, postgres.PostgresStore):
         from signoff.bus.postgres import PostgresEventFollower
 
-        return PostgresEventFollower(store.dsn, store, bus, own_backend=store.is_own_backend)
+        return PostgresEventFollower(
+            store.dsn,
+            store,
+            bus,
+            own_backend=store.is_own_backend,
+            parse=store.carried_events,
+            schema=store.schema,
+        )
     return EventLogFollower(store, bus)
 
 

@@ -15,6 +15,7 @@ from signoff.domain.events import EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.requests import ApprovalRequest, RequestAdapter
 from signoff.errors import StoreUnavailable
+from signoff.store import tables
 from signoff.store.base import (
     Committed,
     DuplicateRequest,
@@ -226,7 +227,7 @@ async def test_duplicate_submit_on_two_servers_names_the_first(
 
 
 async def test_commit_notifies_listeners_with_the_last_seq(pg_database: str) -> None:
-    """A commit with events NOTIFYs its last seq; writes without events, or failing, do not."""
+    """A commit with events NOTIFYs its last seq (first); no events or a failure: none."""
     store = PostgresStore(pg_database)
     await store.open()
     listener = await asyncpg.connect(pg_database)
@@ -246,7 +247,7 @@ async def test_commit_notifies_listeners_with_the_last_seq(pg_database: str) -> 
         await store.commit(Write(at=T0, grants=(grant,)))
         request = approval()
         await store.commit(insert(request))
-        assert await asyncio.wait_for(got.get(), 5) == "1"
+        assert (await asyncio.wait_for(got.get(), 5)).split("\n")[0] == "1"
         stale = request.model_copy(update={"status": "approved", "version": 3})
         with pytest.raises(VersionConflict):
             await store.commit(
@@ -256,7 +257,7 @@ async def test_commit_notifies_listeners_with_the_last_seq(pg_database: str) -> 
         await store.commit(
             Write(at=T0, events=tuple(EventDraft(type="created", request=r) for r in both))
         )
-        assert await asyncio.wait_for(got.get(), 5) == "3"
+        assert (await asyncio.wait_for(got.get(), 5)).split("\n")[0] == "3"
         await asyncio.sleep(0.05)
         assert got.empty()
     finally:
@@ -444,6 +445,46 @@ async def test_a_version_5_database_keeps_its_chain_after_the_upgrade(
         report = verify_chain(await store.list_audit(), head=await store.audit_head())
         assert report.ok and report.entries == 2
     finally:
+        await store.close()
+
+
+async def test_a_version_6_database_keeps_its_chain_and_notifies_its_events_after_the_upgrade(
+    pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written by migration 6's function, upgraded to 7: one chain, and NOTIFYs carry events."""
+    dsn, schema = pg
+    from signoff.store import postgres
+
+    monkeypatch.setattr(postgres, "MIGRATIONS", MIGRATIONS[:6])
+    monkeypatch.setattr(postgres, "SCHEMA_VERSION", 6)
+    old = PostgresStore(dsn, schema=schema)
+    await old.open()
+    try:
+        for _ in range(3):
+            await old.commit(insert(approval()))
+    finally:
+        await old.close()
+    monkeypatch.undo()
+    listener = await asyncpg.connect(dsn)
+    got: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        request = approval(tool_args={"command": "a\nb\tc"})
+        committed = await store.commit(insert(request))
+        assert [e.seq for e in committed.events] == [4]
+        report = verify_chain(await store.list_audit(), head=await store.audit_head())
+        assert report.ok and report.entries == 4
+        payload = await asyncio.wait_for(got.get(), 5)
+        seq, carried_schema, at, event = payload.split("\n")
+        assert (seq, carried_schema) == ("4", schema)
+        row = (4, *event.split("\t"))
+        assert tables.event_from_row((row[0], row[1], at, row[2])) == committed.events[0]
+        async with store._pool.acquire() as conn:
+            assert await conn.fetchval("SELECT version FROM schema_version") == SCHEMA_VERSION
+    finally:
+        await listener.close()
         await store.close()
 
 

@@ -1,24 +1,29 @@
-"""The PostgreSQL follower reads the log for other servers' commits only, never its own."""
+"""The PostgreSQL follower: no read for its own commits, nor for others' their NOTIFY carries."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
-from signoff.bus.local import LocalBus
+from signoff.bus.local import LocalBus, Subscription
+from signoff.domain.events import Event
 from signoff.service import Service
 from signoff.testing import AGENT, APPROVER
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
+from signoff.bus.postgres import PostgresEventFollower
 from signoff.store.postgres import PostgresStore
 
 
 async def test_a_servers_own_commits_are_not_read_back_but_anothers_are(
     pg_database: str,
 ) -> None:
-    """A NOTIFY of its own commit sends no query; another server's is read and published."""
+    """A NOTIFY of its own commit sends no query; another server's is published from it."""
     store = PostgresStore(pg_database, min_size=1, max_size=1)
     here = Service(store, bus=LocalBus(), read_file=None)
     elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None, follow=False)
@@ -38,7 +43,154 @@ async def test_a_servers_own_commits_are_not_read_back_but_anothers_are(
             foreign = (await elsewhere.submit({"session_id": "s", "tool_name": "x"}, AGENT)).request
             event = await seen.get(timeout=10)
         assert event is not None and event.request.id == foreign.id and event.seq == 11
-        assert [query for query in sent if "FROM events" in query]
+        assert len([query for query in sent if "FROM events" in query]) == len(reads)
     finally:
         await elsewhere.close()
         await here.close()
+
+
+class CountingStore(PostgresStore):
+    """The real store, counting its reads of the event log."""
+
+    def __init__(self, dsn: str, *, schema: str | None = None) -> None:
+        super().__init__(dsn, schema=schema)
+        self.reads = 0
+        self.read = asyncio.Event()
+
+    async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        self.reads += 1
+        self.read.set()
+        return await super().list_events(after_seq=after_seq, limit=limit)
+
+
+@contextlib.asynccontextmanager
+async def following(dsn: str, schema: str | None = None) -> AsyncIterator[Following]:
+    """A store and bus of their own with a LISTEN follower on them, listening already."""
+    store = CountingStore(dsn, schema=schema)
+    await store.open()
+    bus = LocalBus()
+    follower = PostgresEventFollower(  # no interval poll during the test: NOTIFYs only
+        store.dsn,
+        store,
+        bus,
+        poll=600,
+        own_backend=store.is_own_backend,
+        parse=store.carried_events,
+        schema=schema,
+    )
+    await follower.start()
+    try:
+        await asyncio.wait_for(store.read.wait(), 10)  # its first read, once it LISTENs
+        store.reads = 0
+        async with bus.subscribe() as seen:
+            yield Following(store=store, seen=seen)
+    finally:
+        await follower.stop()
+        await store.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Following:
+    """What :func:`following` gives a test."""
+
+    store: CountingStore
+    """The follower's store."""
+    seen: Subscription
+    """Every event published on the follower's bus."""
+
+
+async def arrived(seen: Subscription, count: int) -> list[Event]:
+    """The next ``count`` events published, failing if they do not come."""
+    events: list[Event] = []
+    while len(events) < count:
+        event = await seen.get(timeout=10)
+        assert event is not None, f"only {len(events)} of {count} events arrived"
+        events.append(event)
+    return events
+
+
+async def logged(dsn: str, after_seq: int, schema: str | None = None) -> list[Event]:
+    """The events after ``after_seq`` as a store that never saw them reads them."""
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        return await store.list_events(after_seq=after_seq)
+    finally:
+        await store.close()
+
+
+async def test_another_servers_events_come_in_their_notify_with_no_read(pg_database: str) -> None:
+    """Events that fit in the NOTIFY reach the bus in order, equal to the log's, with no read."""
+    elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None, follow=False)
+    await elsewhere.open()
+    try:
+        async with following(pg_database) as here:
+            for n in range(5):
+                args = {"command": f"line\none\ttab {n}", "why": "a\r\nb\\n\\t\u2028"}
+                request = (
+                    await elsewhere.submit(
+                        {"session_id": "s", "tool_name": "t", "tool_args": args}, AGENT
+                    )
+                ).request
+                await elsewhere.decide(request.id, {"type": "approve"}, APPROVER)
+            events = await arrived(here.seen, 10)
+            assert here.store.reads == 0
+        assert [e.seq for e in events] == list(range(1, 11))
+        assert events == await logged(pg_database, 0)
+        assert events[0].request.tool_args == {  # type: ignore[union-attr]
+            "command": "line\none\ttab 0",
+            "why": "a\r\nb\\n\\t\u2028",
+        }
+    finally:
+        await elsewhere.close()
+
+
+async def test_events_too_big_to_carry_are_read_in_order(pg_database: str) -> None:
+    """A NOTIFY too big for its events holds the seq alone: small, big, small arrive in order."""
+    elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None, follow=False)
+    await elsewhere.open()
+    try:
+        async with following(pg_database) as here:
+            for size in (10, 20_000, 10, 10, 9_000, 20_000, 10):
+                args = {"blob": "x" * size}
+                await elsewhere.submit(
+                    {"session_id": "s", "tool_name": "t", "tool_args": args}, AGENT
+                )
+            events = await arrived(here.seen, 7)
+            assert here.store.reads >= 1  # the big ones were read
+            await asyncio.sleep(0.2)
+            assert here.seen.get_nowait() is None  # and nothing came twice
+        assert [e.seq for e in events] == list(range(1, 8))
+        assert events == await logged(pg_database, 0)
+    finally:
+        await elsewhere.close()
+
+
+async def test_a_notify_from_another_schemas_log_is_not_taken_for_this_ones(
+    pg_database: str,
+) -> None:
+    """Two schemas share the channel: another's NOTIFY carries its events, not this log's."""
+    other = Service(
+        PostgresStore(pg_database, schema="other"), bus=LocalBus(), read_file=None, follow=False
+    )
+    mine = Service(
+        PostgresStore(pg_database, schema="mine"), bus=LocalBus(), read_file=None, follow=False
+    )
+    await other.open()
+    await mine.open()
+    try:
+        async with following(pg_database, schema="mine") as here:
+            for n in range(3):  # seqs 1, 2, 3 in the other log: no event of this one
+                await other.submit({"session_id": "s", "tool_name": f"other{n}"}, AGENT)
+            await asyncio.sleep(0.2)
+            assert here.seen.get_nowait() is None
+            made = [
+                (await mine.submit({"session_id": "s", "tool_name": f"mine{n}"}, AGENT)).request
+                for n in range(3)
+            ]
+            events = await arrived(here.seen, 3)
+        assert [e.request.id for e in events] == [r.id for r in made]
+        assert events == await logged(pg_database, 0, schema="mine")
+    finally:
+        await mine.close()
+        await other.close()

@@ -1,14 +1,17 @@
 """Events across servers sharing one PostgreSQL: LISTEN/NOTIFY as the wake-up, the log as truth.
 
-Every write that appends events also runs ``pg_notify('signoff_events', <seq>)`` in its
-transaction, so each listening process is woken when it commits. The notification carries
-only the seq: whatever the payload size, the follower reads the events themselves from the
-stored event log after the last seq it has seen, and publishes the ones this process did
-not write on its local bus. A NOTIFY sent by one of this process's own connections (its
-store knows their backend pids) needs no read: the service that committed it publishes it.
-A lost connection is noticed, re-established with backoff, and followed by a catch-up
-from the log, so nothing is missed; a slow poll covers the rare notification that never
-arrives.
+Every write that appends events also runs ``pg_notify('signoff_events', ...)`` in its
+transaction, so each listening process is woken when it commits. The payload's first line
+is the last seq the commit wrote; when they fit, the events follow it (the schema of the
+log, the stamp, then a line of type, tab and data per event). When the events carried by
+the NOTIFYs cover every seq from the follower's last one to the newest notified, with no
+hole, it publishes them on its local bus without a query; otherwise (an event too big to
+carry, a reconnect, the interval's poll) it reads the stored event log after the last seq
+it has seen, and publishes the ones this process did not write. A NOTIFY sent by one of
+this process's own connections (its store knows their backend pids) needs neither: the
+service that committed it publishes it. A lost connection is noticed, re-established with
+backoff, and followed by a catch-up from the log, so nothing is missed; a slow poll covers
+the rare notification that never arrives.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from signoff.bus.follower import EventLogFollower
 from signoff.bus.local import EventBus
+from signoff.domain.events import Event
+from signoff.store import tables
 from signoff.store.base import Store
 
 try:
@@ -42,6 +47,16 @@ _TURNS = 8
 service to publish, before waiting in steps of a twentieth of :data:`_GRACE`."""
 _GRACE = 0.05
 """How long, in seconds, the follower waits for this process's service to publish its commit."""
+_CARRIED = 4096
+"""How many carried events the follower holds at most; past it, it forgets them all (the
+next NOTIFY then finds a hole and reads the log)."""
+
+EventRow = tuple[int, str, str, str]
+"""An event as a NOTIFY carries it: ``seq, type, at, data``, a row of the event log."""
+
+
+def _parsed(rows: Sequence[EventRow]) -> list[Event]:
+    return [tables.event_from_row(row) for row in rows]
 
 
 class PostgresEventFollower(EventLogFollower):
@@ -56,10 +71,16 @@ class PostgresEventFollower(EventLogFollower):
         poll: float = 2.0,
         max_backoff: float = 5.0,
         own_backend: Callable[[int], bool] | None = None,
+        parse: Callable[[Sequence[EventRow]], list[Event]] = _parsed,
+        schema: str | None = None,
     ) -> None:
         """``own_backend(pid)``: whether a NOTIFY from that backend is a commit of this
         process (the store knows its connections), which then needs no read; without it,
-        every NOTIFY is read."""
+        every NOTIFY is read. ``parse(rows)``: the events that rows carried by NOTIFYs
+        hold, as reading them from the log would give them (the store may reuse the ones
+        it parsed already, and keep the others for its readers). ``schema``: the store's
+        (None: the search_path's); schemas of one database share the channel, and only
+        the events of this one's log are taken from a NOTIFY."""
         super().__init__(store, bus, interval=poll)
         self._dsn = dsn
         self._own_backend = own_backend
@@ -68,16 +89,64 @@ class PostgresEventFollower(EventLogFollower):
         self._wake = asyncio.Event()
         self._connection: Any = None
         self._notified_seq = 0
+        self._carried: dict[int, tuple[str, str, str]] = {}
+        self._parse = parse
+        self._schema = schema
+        self._log_schema: str | None = None  # the schema's name as the database reports it
         self._connected_once = False
         self.reconnects = 0
         """How many times the listening connection was re-established (for tests, metrics)."""
 
     def _notified(self, _connection: object, pid: int, _channel: str, payload: str) -> None:
+        lines = payload.split("\n")
         with contextlib.suppress(ValueError):
-            self._notified_seq = max(self._notified_seq, int(payload))
+            last = int(lines[0])
+            self._notified_seq = max(self._notified_seq, last)
+            self._carry(last, lines[1:])
         if self._own_backend is None or not self._own_backend(pid):
             self._foreign = True
         self._wake.set()
+
+    def _carry(self, last: int, lines: list[str]) -> None:
+        """Keep the events a payload carries (none when it held the seq alone)."""
+        if len(lines) < 3 or lines[0] != self._log_schema:
+            return
+        at, rows = lines[1], [line.split("\t", 1) for line in lines[2:]]
+        if any(len(row) != 2 for row in rows):
+            return  # not what signoff_append sends: the log has them
+        if len(self._carried) + len(rows) > _CARRIED:
+            self._carried.clear()
+        first = last - len(rows) + 1
+        for seq, (type_, data) in enumerate(rows, start=first):
+            self._carried[seq] = (type_, at, data)
+
+    async def _publish_carried(self) -> bool:
+        """Publish the events from the cursor to the newest notified from what the
+        NOTIFYs carried, if they carried every one of them; whether it did.
+
+        They are the rows a read would return, so the bus gets exactly what a read would
+        give it, in order, each seq once.
+        """
+        carried = self._carried
+        # empty when a read already reached the notified seq: nothing to publish
+        seqs = range(self._cursor + 1, self._notified_seq + 1)
+        if not all(seq in carried for seq in seqs):
+            return False
+        self._foreign = False  # what was notified until now, this reaches
+        self._cursor = max(self._cursor, seqs.stop - 1)
+        rows = [(seq, *carried.pop(seq)) for seq in seqs if not self._bus.already_published(seq)]
+        for seq in seqs:
+            carried.pop(seq, None)
+        if rows:
+            await self._bus.publish(self._parse(rows))
+        return True
+
+    async def poll_once(self) -> int:
+        """Read the log after the cursor (see the base class); drop what it carried past."""
+        published = await super().poll_once()
+        if self._carried:
+            self._carried = {s: e for s, e in self._carried.items() if s > self._cursor}
+        return published
 
     async def _published_here(self) -> bool:
         """Whether every seq notified since the cursor is this process's and on its bus.
@@ -101,15 +170,20 @@ class PostgresEventFollower(EventLogFollower):
             turns += 1
             await asyncio.sleep(0 if turns < _TURNS else _GRACE / 20)
         self._cursor = max(self._cursor, seqs.stop - 1)
+        for seq in seqs:
+            self._carried.pop(seq, None)
         return True
 
     async def _listen(self) -> None:
-        connection = await asyncpg.connect(self._dsn)
+        settings = {} if self._schema is None else {"search_path": self._schema}
+        connection = await asyncpg.connect(self._dsn, server_settings=settings)
         # kept before the next await: a stop that cancels us there still closes it
         self._connection = connection
         if self._connected_once:
             self.reconnects += 1
         self._connected_once = True
+        # what current_schema() gives the store's connections, whose commits name it
+        self._log_schema = await connection.fetchval("SELECT current_schema()")
         await connection.add_listener(CHANNEL, self._notified)
         connection.add_termination_listener(lambda *_: self._wake.set())
 
@@ -135,9 +209,14 @@ class PostgresEventFollower(EventLogFollower):
                     await self._listen()
                     backoff = 0.1
                 # after (re)connecting, after a quiet interval, and on every NOTIFY but
-                # those of this process's own commits: read the log from our seq
+                # those of this process's own commits and those that carried their events
+                # with no hole since our seq: read the log from our seq
                 self._wake.clear()
-                if not (connected and woken and await self._published_here()):
+                if not (
+                    connected
+                    and woken
+                    and (await self._published_here() or await self._publish_carried())
+                ):
                     self._foreign = False  # what it notified, this read reaches
                     await self.poll_once()
                 woken = False

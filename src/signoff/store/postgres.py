@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -64,7 +64,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 __all__ = ["EVENTS_CHANNEL", "PostgresStore"]
 
 EVENTS_CHANNEL = "signoff_events"
-"""The NOTIFY channel a commit that appends events signals on; the payload is its last seq."""
+"""The NOTIFY channel a commit that appends events signals on; the payload's first line is
+its last seq, the events follow when they fit (see :mod:`signoff.bus.postgres`)."""
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # What a lost, refused or broken connection (or a database in trouble) raises.
@@ -521,6 +522,14 @@ class PostgresStore:
             held[r[0]] if r[3] is None else self._recent.get(r[0]) or tables.event_from_row(r)
             for r in rows
         ]
+        self._recent.add(events)
+        return events
+
+    def carried_events(self, rows: Sequence[tuple[int, str, str, str]]) -> list[Event]:
+        """The events these rows of ``seq, type, at, data`` hold, as :meth:`list_events`
+        would give them: those parsed here lately are reused, the others kept for the
+        server's other readers (a LISTEN follower's NOTIFYs carry other servers' rows)."""
+        events = [self._recent.get(row[0]) or tables.event_from_row(row) for row in rows]
         self._recent.add(events)
         return events
 
