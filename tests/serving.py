@@ -254,11 +254,17 @@ async def run_receiver() -> AsyncIterator[Receiver]:
     app = Starlette(routes=[Route("/hook", hook, methods=["POST"])])
     server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    for _ in range(1000):  # uvicorn offers no event for "listening"
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    await until_listening(server)
     yield state
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def until_listening(server: uvicorn.Server) -> None:
+    """Wait until an in-process uvicorn ``server`` listens (uvicorn offers no event for it)."""
+    for _ in range(1000):
+        if server.started:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("uvicorn did not start listening within 10 s")

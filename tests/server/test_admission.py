@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from signoff.server.admission import Admission
 from signoff.server.sockets import LazyEvent, guarded_protocol
-from tests.serving import free_port
+from tests.serving import free_port, until_listening
 
 
 class Held:
@@ -49,10 +49,7 @@ async def serving(app: Held, *, in_app: int, lease: float) -> AsyncIterator[int]
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(1000):  # uvicorn offers no event for "listening"
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
+        await until_listening(server)
         yield port
     finally:
         app.released.set()

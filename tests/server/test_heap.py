@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from signoff.server import heap
 from signoff.server.shutdown import Shutdown, prompt_server
-from tests.serving import free_port
+from tests.serving import free_port, until_listening
 
 
 @pytest.fixture(autouse=True)
@@ -56,11 +56,7 @@ async def test_serve_settles_the_heap_once_started() -> None:
     assert gc.get_freeze_count() == 0
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(1000):  # uvicorn offers no event for "listening"
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
-        assert server.started
+        await until_listening(server)
         # every module this process imported, the app and the server are frozen
         assert gc.get_freeze_count() > 10_000
         assert not any(o is server for o in gc.get_objects())

@@ -30,7 +30,7 @@ from signoff.server.shutdown import GOING_AWAY
 from signoff.server.wsprotocol import HubWebSocketProtocol
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
-from tests.serving import Server, agent_token, bearer, free_port, serve_for_module
+from tests.serving import Server, agent_token, bearer, free_port, serve_for_module, until_listening
 
 Message = dict[str, Any]
 CALL = {"session_id": "s", "tool_name": "t"}
@@ -217,10 +217,7 @@ async def in_process(
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(1000):  # uvicorn offers no event for "listening"
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
+        await until_listening(server)
         yield f"http://127.0.0.1:{port}", app, token
     finally:
         server.should_exit = True

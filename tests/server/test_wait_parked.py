@@ -21,7 +21,7 @@ from signoff.server.app import API, create_app
 from signoff.server.sockets import guarded_protocol
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
-from tests.serving import bearer, free_port
+from tests.serving import bearer, free_port, until_listening
 
 CALL = {"session_id": "s", "tool_name": "t"}
 WAITERS = 20
@@ -47,10 +47,7 @@ async def in_process(tmp_path: Path) -> AsyncIterator[tuple[int, FastAPI, str, s
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        for _ in range(1000):  # uvicorn offers no event for "listening"
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
+        await until_listening(server)
         yield port, app, agent, approver
     finally:
         server.should_exit = True
