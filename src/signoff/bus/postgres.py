@@ -25,7 +25,6 @@ from typing import Any
 from signoff.bus.follower import EventLogFollower
 from signoff.bus.local import EventBus
 from signoff.domain.events import Event
-from signoff.store import tables
 from signoff.store.base import Store
 
 try:
@@ -55,10 +54,6 @@ EventRow = tuple[int, str, str, str]
 """An event as a NOTIFY carries it: ``seq, type, at, data``, a row of the event log."""
 
 
-def _parsed(rows: Sequence[EventRow]) -> list[Event]:
-    return [tables.event_from_row(row) for row in rows]
-
-
 class PostgresEventFollower(EventLogFollower):
     """Publishes other servers' events here, woken by NOTIFY, caught up from the event log."""
 
@@ -71,14 +66,15 @@ class PostgresEventFollower(EventLogFollower):
         poll: float = 2.0,
         max_backoff: float = 5.0,
         own_backend: Callable[[int], bool] | None = None,
-        parse: Callable[[Sequence[EventRow]], list[Event]] = _parsed,
+        parse: Callable[[Sequence[EventRow]], list[Event]] | None = None,
         schema: str | None = None,
     ) -> None:
         """``own_backend(pid)``: whether a NOTIFY from that backend is a commit of this
         process (the store knows its connections), which then needs no read; without it,
         every NOTIFY is read. ``parse(rows)``: the events that rows carried by NOTIFYs
         hold, as reading them from the log would give them (the store may reuse the ones
-        it parsed already, and keep the others for its readers). ``schema``: the store's
+        it parsed already, and keep the others for its readers); without it, the events a
+        NOTIFY carries are not used and the log is read. ``schema``: the store's
         (None: the search_path's); schemas of one database share the channel, and only
         the events of this one's log are taken from a NOTIFY."""
         super().__init__(store, bus, interval=poll)
@@ -109,7 +105,7 @@ class PostgresEventFollower(EventLogFollower):
 
     def _carry(self, last: int, lines: list[str]) -> None:
         """Keep the events a payload carries (none when it held the seq alone)."""
-        if len(lines) < 3 or lines[0] != self._log_schema:
+        if self._parse is None or len(lines) < 3 or lines[0] != self._log_schema:
             return
         at, rows = lines[1], [line.split("\t", 1) for line in lines[2:]]
         if any(len(row) != 2 for row in rows):
@@ -137,7 +133,7 @@ class PostgresEventFollower(EventLogFollower):
         rows = [(seq, *carried.pop(seq)) for seq in seqs if not self._bus.already_published(seq)]
         for seq in seqs:
             carried.pop(seq, None)
-        if rows:
+        if rows and self._parse is not None:  # (none carried without a parser)
             await self._bus.publish(self._parse(rows))
         return True
 
