@@ -152,6 +152,23 @@ def start_server(
     return Server(process, base, db, token, env)
 
 
+@contextlib.contextmanager
+def nodes_on(db: str, home: Path, count: int, *others: str) -> Iterator[list[Server]]:
+    """``count`` servers on one PostgreSQL database ``db`` (config under ``home``); the
+    first printed the admin token, the others start with ``others`` (``--no-webhooks``, as
+    docs/deployment.md runs them). Each is stopped on the way out."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(home), "COLUMNS": "200"}
+    started: list[Server] = []
+    try:
+        for n in range(count):
+            started.append(start_server(db, free_port(), env, *(others if n else ())))
+        yield started
+    finally:
+        for node in started:
+            if node.process.poll() is None:
+                node.stop()
+
+
 def agent_token(server: Server, name: str = "bot") -> str:
     """Create an agent token through the CLI on the server's database."""
     done = server.cli("token", "create", name, "--role", "agent")

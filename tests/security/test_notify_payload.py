@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,29 +22,14 @@ import pytest
 from websockets.asyncio.client import connect
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, nodes_on
 
 
 @pytest.fixture
 def two_nodes(pg_database: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Two real servers on one fresh database, the first sending webhooks (as deployed)."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
-    first = start_server(pg_database, free_port(), env)
-    try:
-        second = start_server(pg_database, free_port(), env, "--no-webhooks")
-        try:
-            yield first, second
-        finally:
-            second.stop()
-    finally:
-        first.stop()
-
-
-async def token(http: httpx.AsyncClient, name: str, role: str) -> str:
-    made = await http.post(f"{API}/tokens", json={"name": name, "role": role})
-    assert made.status_code == 201, made.text
-    value: str = made.json()["token"]
-    return value
+    """Two real servers on one fresh database, the second with ``--no-webhooks``."""
+    with nodes_on(pg_database, tmp_path, 2, "--no-webhooks") as (first, second):
+        yield first, second
 
 
 async def test_an_agents_text_never_becomes_an_event_on_another_server(
@@ -54,9 +38,7 @@ async def test_an_agents_text_never_becomes_an_event_on_another_server(
     first, second = two_nodes
     admin = first.admin_token
     assert admin is not None
-    async with httpx.AsyncClient(base_url=first.base, headers=bearer(admin), timeout=30) as http:
-        mallory = await token(http, "mallory", "agent")
-        victim = await token(http, "victim", "agent")
+    mallory, victim = agent_token(first, "mallory"), agent_token(first, "victim")
     async with (
         httpx.AsyncClient(base_url=first.base, timeout=30) as on_first,
         httpx.AsyncClient(base_url=second.base, timeout=30) as on_second,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, bearer, nodes_on
 
 ENDS_WITHIN = 2.5
 """Seconds a stream may outlive the revoke (re-checked every 0.5 s, plus a process's lag)."""
@@ -141,16 +140,8 @@ async def test_signing_out_ends_the_inbox_session_stream(server: Server) -> None
 @pytest.fixture
 def two_nodes(pg_database: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
     """Two servers on one PostgreSQL database; the first printed the admin token."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
-    started: list[Server] = []
-    try:
-        for _ in range(2):
-            started.append(start_server(pg_database, free_port(), env))
-        yield started[0], started[1]
-    finally:
-        for node in started:
-            if node.process.poll() is None:
-                node.stop()
+    with nodes_on(pg_database, tmp_path, 2) as (a, b):
+        yield a, b
 
 
 async def test_a_revoke_on_one_node_ends_streams_on_another(

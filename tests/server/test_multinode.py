@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,22 +13,14 @@ import pytest
 from websockets.asyncio.client import connect
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, bearer, nodes_on
 
 
 @pytest.fixture
 def nodes(pg_database: str, tmp_path: Path) -> Iterator[list[Server]]:
     """Three servers on the one database; the first printed the admin token."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
-    started: list[Server] = []
-    try:
-        for _ in range(3):
-            started.append(start_server(pg_database, free_port(), env))
+    with nodes_on(pg_database, tmp_path, 3) as started:
         yield started
-    finally:
-        for server in started:
-            if server.process.poll() is None:
-                server.stop()
 
 
 async def make_token(node: Server, admin: str, name: str, role: str) -> str:
