@@ -130,11 +130,10 @@ class PostgresEventFollower(EventLogFollower):
             return False
         self._foreign = False  # what was notified until now, this reaches
         self._cursor = max(self._cursor, seqs.stop - 1)
-        rows = [(seq, *carried.pop(seq)) for seq in seqs if not self._bus.already_published(seq)]
-        for seq in seqs:
-            carried.pop(seq, None)
-        if rows and self._parse is not None:  # (none carried without a parser)
-            await self._bus.publish(self._parse(rows))
+        rows = [(seq, *carried.pop(seq)) for seq in seqs]
+        fresh = [row for row in rows if not self._bus.already_published(row[0])]
+        if fresh and self._parse is not None:  # (none carried without a parser)
+            await self._bus.publish(self._parse(fresh))
         return True
 
     async def poll_once(self) -> int:
