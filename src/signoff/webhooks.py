@@ -289,8 +289,9 @@ class WebhookDispatcher:
                     continue  # recorded on the next pass; the store may be briefly busy
             if len(due) < 50:
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._poll)
+                with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see bus/postgres.py)
+                    async with asyncio.timeout(self._poll):
+                        await self._wake.wait()
 
 
 def _moved(name: str) -> None:

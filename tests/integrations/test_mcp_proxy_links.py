@@ -132,6 +132,7 @@ async def test_the_client_is_sent_to_the_requests_page_and_a_browser_approval_ru
     """The link is the request's page (``?via=mcp-url``); approved there in Chromium, the call
     runs once, the client gets the completion notification for that elicitation, and the
     decision is a person's, recorded ``via: mcp-url`` in the request and its audit trail."""
+    need_chromium()  # before a request is made: a skip must leave none pending for the next test
     log = tmp_path / "calls.jsonl"
     person = LinkClient()
     async with linked(server, log, person) as client:

@@ -13,6 +13,7 @@ from signoff.bus.local import LocalBus, Subscription
 from signoff.domain.events import Event
 from signoff.service import Service
 from signoff.testing import AGENT, APPROVER
+from tests.test_stop_while_woken import stops
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
@@ -194,3 +195,22 @@ async def test_a_notify_from_another_schemas_log_is_not_taken_for_this_ones(
     finally:
         await mine.close()
         await other.close()
+
+
+async def test_a_follower_woken_as_it_is_stopped_stops(pg_database: str) -> None:
+    """A NOTIFY waking the follower in the same turn as its stop does not keep it running.
+
+    Python 3.11's ``wait_for`` swallowed such a cancel: the service's close hung for ever
+    in about half the runs of ``bench/pause_resume.py``, on its last commit's NOTIFY.
+    """
+    store = PostgresStore(pg_database)
+    await store.open()
+    follower = PostgresEventFollower(store.dsn, store, LocalBus(), poll=600)
+    try:
+        await follower.start()
+        await asyncio.sleep(0.3)  # listening, and waiting for a NOTIFY
+        follower._wake.set()  # what a NOTIFY does, in the same turn as the stop
+        assert follower._task is not None
+        await stops(follower.stop, [follower._task])
+    finally:
+        await store.close()

@@ -215,8 +215,11 @@ class PostgresEventFollower(EventLogFollower):
                     self._foreign = False  # what it notified, this read reaches
                     await self.poll_once()
                 woken = False
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the
+                # event's result when a stop's cancel meets a wake-up, and the loop ran on
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._interval)
+                    async with asyncio.timeout(self._interval):
+                        await self._wake.wait()
                     woken = True
             except asyncio.CancelledError:
                 raise

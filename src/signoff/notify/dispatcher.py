@@ -124,8 +124,9 @@ class NotifyDispatcher:
                 continue
             if sent < _BATCH:
                 self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._poll)
+                with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see bus/postgres.py)
+                    async with asyncio.timeout(self._poll):
+                        await self._wake.wait()
 
     # -- the steps -----------------------------------------------------------------------
 

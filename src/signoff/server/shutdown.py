@@ -82,8 +82,9 @@ class Shutdown:
         if not self._streams:
             return
         self._idle = asyncio.Event()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), timeout)
+        with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see bus/postgres.py)
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
 
 
 def either(*futures: asyncio.Future[Any]) -> asyncio.Future[None]:

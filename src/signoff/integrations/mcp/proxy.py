@@ -219,7 +219,8 @@ class Upstream:
     async def call(self, operation: Callable[[Client], Awaitable[_T]]) -> _T:
         """Run ``operation`` on the child; UpstreamDown (and a restart) if it goes away."""
         try:
-            await asyncio.wait_for(self._ready.wait(), self.start_timeout)
+            async with asyncio.timeout(self.start_timeout):  # (not wait_for: bus/postgres.py)
+                await self._ready.wait()
         except TimeoutError:
             raise UpstreamDown(
                 "the wrapped MCP server is not running; starting it failed"

@@ -339,8 +339,9 @@ class Segment:
         waiter = self._changed
         if self.done:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter.wait(), timeout)
+        with contextlib.suppress(TimeoutError):  # (asyncio.timeout: see bus/postgres.py)
+            async with asyncio.timeout(timeout):
+                await waiter.wait()
 
 
 def _key(event: TaskEvent) -> tuple[int, int]:
@@ -422,4 +423,5 @@ class TaskStream:
             if until == "rest" and task.status in TASK_TERMINAL:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(announced.wait(), _POLL)
+                async with asyncio.timeout(_POLL):
+                    await announced.wait()

@@ -379,8 +379,9 @@ class TaskRunner:
             running = self._running.get(task_id)
             if running is not None:
                 left = max(0.0, deadline - asyncio.get_running_loop().time())
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(asyncio.shield(running), left)
+                with contextlib.suppress(Exception):  # (asyncio.timeout: see bus/postgres.py)
+                    async with asyncio.timeout(left):
+                        await asyncio.shield(running)
             task = await self.service.get_task(task_id)
             if task.status != "Running" or asyncio.get_running_loop().time() > deadline:
                 return task
