@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import anyio.to_thread
 import httpx
+import pytest
 
 from signoff.server.app import API
 from tests.server.calls import CALL, create
@@ -208,3 +211,35 @@ async def test_malformed_input_is_422_naming_the_field(agent: httpx.AsyncClient)
     assert extra.status_code == 422 and "surprise" in extra.json()["detail"]
     long = await agent.post(f"{API}/requests", json={**CALL, "session_id": "x" * 5000})
     assert long.status_code == 422 and "session_id" in long.json()["detail"]
+
+
+async def test_a_lifecycle_over_http_takes_no_worker_thread(
+    agent: httpx.AsyncClient, approver: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every endpoint and dependency of a lifecycle runs on the event loop: a plain ``def``
+    dependency (the service's, once) cost a thread hop and a loop wake-up per request."""
+    hops: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(func: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(func)
+        return await run_sync(func, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    request = await create(agent)
+    waiting = asyncio.create_task(agent.get(f"{API}/requests/{request['id']}/wait?timeout=10"))
+    decided = await approver.post(
+        f"{API}/requests/{request['id']}/decision", json={"type": "approve"}
+    )
+    assert decided.status_code == 200
+    assert (await waiting).json()["status"] == "approved"
+    claimed = await agent.post(
+        f"{API}/requests/{request['id']}/claim", json={"args": request["tool_args"]}
+    )
+    assert claimed.json()["status"] == "executing", claimed.text
+    done = await agent.post(f"{API}/requests/{request['id']}/result", json={"ok": True})
+    assert done.json()["status"] == "completed"
+    assert (
+        await approver.get(f"{API}/requests", params={"status": "completed"})
+    ).status_code == 200
+    assert hops == []

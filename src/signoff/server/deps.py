@@ -48,8 +48,14 @@ async def _principal(request: Request, authorization: str | None) -> Principal:
     raise Unauthenticated("a bearer token is required")
 
 
+async def _service(request: Request) -> Service:
+    # async: FastAPI runs a plain def dependency in a worker thread, a thread hop and a
+    # wake-up of the event loop for every request only to read the app's state
+    return service_of(request)
+
+
 Caller = Annotated[Principal, Depends(current_principal)]
 """A route parameter: who is asking."""
 
-ServiceDep = Annotated[Service, Depends(service_of)]
+ServiceDep = Annotated[Service, Depends(_service)]
 """A route parameter: the service the app serves."""
