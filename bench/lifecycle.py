@@ -29,7 +29,17 @@ the committed records and the chain):
   Python on the event loop thread, so the second core cannot run it), and counts nothing
   for the store, so it holds for every store; the store's CPU only lowers it.
 
-The five take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
+Two more subjects measure what the SQLite store's writes cost with no Python around them:
+every statement its writer thread ran, with its parameters, is recorded from a run of the
+service with one caller and from one with ``--concurrency`` callers (``Recorded``: the
+store's connections are made of a recording ``sqlite3.Connection`` subclass), then run
+again by a bare loop on a new file with the store's schema and connection settings,
+transaction for transaction. They are the same rows, indexes, search index, chain head and
+syncs the service's writes make. One caller's replay bounds what any code making these
+writes can reach with one caller; it prints ``plain / (replay + own)``, the ceiling once the
+service's own time is added.
+
+The seven take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
 that other load on the machine, which moves the cost of a disk sync several-fold on a
 shared host, falls on all of them alike; each rate is its lifecycles over its time summed
 over the rounds. ``--profile`` instead runs the service once with one caller and once with
@@ -187,6 +197,101 @@ async def through_service(
     return lifecycles / elapsed
 
 
+WRITER = "signoff-sqlite-writer"
+"""The name of the SQLite store's writer thread, whose statements :class:`Recorded` keeps."""
+
+
+class Recorded:
+    """While entered: every statement the SQLite store's writer thread runs, with its
+    parameters, grouped into its transactions (``BEGIN IMMEDIATE`` to ``COMMIT``).
+
+    The store's connections are made through ``sqlite3.connect``, which this replaces for
+    as long as the object lives with one that makes them of a recording subclass; only the
+    writer thread's statements, and only while entered, are kept.
+    """
+
+    def __init__(self) -> None:
+        self.transactions: list[list[tuple[str, Any, bool]]] = []
+        self._on = False
+        recorded = self
+
+        class Recording(sqlite3.Connection):
+            def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+                recorded.keep(sql, parameters, many=False)
+                return super().execute(sql, parameters)
+
+            def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+                rows = [tuple(row) for row in parameters]
+                recorded.keep(sql, rows, many=True)
+                return super().executemany(sql, rows)
+
+        self._connect = sqlite3.connect
+        connect = self._connect
+
+        def recording_connect(*args: Any, **kw: Any) -> sqlite3.Connection:
+            return connect(*args, **kw, factory=Recording)
+
+        sqlite3.connect = recording_connect  # type: ignore[assignment]
+
+    def keep(self, sql: str, parameters: Any, *, many: bool) -> None:
+        """Keep one statement of the writer's, while entered."""
+        if not self._on or threading.current_thread().name != WRITER:
+            return
+        if sql == "BEGIN IMMEDIATE":
+            self.transactions.append([])
+        if self.transactions:
+            self.transactions[-1].append((sql, parameters, many))
+
+    def close(self) -> None:
+        """Give ``sqlite3.connect`` back."""
+        sqlite3.connect = self._connect
+
+    def __enter__(self) -> Recorded:
+        self._on = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._on = False
+
+
+def record(path: Path, lifecycles: int, concurrency: int) -> list[list[tuple[str, Any, bool]]]:
+    """The transactions the SQLite store's writer made for ``lifecycles`` lifecycles with
+    ``concurrency`` callers, on a new file at ``path``."""
+    recorded = Recorded()
+    try:
+        asyncio.run(through_service(SQLiteStore(path), lifecycles, concurrency, timed=recorded))
+    finally:
+        recorded.close()
+    return recorded.transactions
+
+
+def replayed(path: Path, transactions: list[list[tuple[str, Any, bool]]]) -> float:
+    """Seconds a bare sqlite3 loop takes to run ``transactions`` again, statement for
+    statement with the same parameters, on a new file with the store's schema, on the
+    store's connection settings: the store's writes with no Python around them."""
+
+    async def create() -> None:
+        store = SQLiteStore(path)
+        await store.open()
+        await store.close()
+
+    asyncio.run(create())
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("PRAGMA foreign_keys = ON")
+    try:
+        start = time.perf_counter()
+        for transaction in transactions:
+            for sql, parameters, many in transaction:
+                if many:
+                    db.executemany(sql, parameters)
+                else:
+                    db.execute(sql, parameters)
+        return time.perf_counter() - start
+    finally:
+        db.close()
+
+
 class StoreTime:
     """Wall and CPU time spent inside a store's coroutine methods, summed (each is wrapped
     on the instance; a call made from inside another is not counted twice)."""
@@ -265,10 +370,16 @@ def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
 
 
 def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dict[str, Tally]:
-    """What each of the five did over ``rounds`` turns, in rotating order."""
+    """What each of the seven did over ``rounds`` turns, in rotating order."""
     per_round = max(1, lifecycles // rounds)
     serial = max(1, per_round // 4)
-    done = {name: Tally() for name in ("plain", "serial", "batched", "memory 1", "memory n")}
+    done = {
+        name: Tally()
+        for name in ("plain", "serial", "batched", "memory 1", "memory n", "replay 1", "replay n")
+    }
+    # the store's own statements, recorded once from a run of each kind, replayed each round
+    alone = record(tmp / "recorded-1.db", serial, 1)
+    batches = record(tmp / "recorded-n.db", per_round, concurrency)
 
     def timed(count: int, rate: float) -> tuple[int, float]:
         return count, count / rate
@@ -286,11 +397,13 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
         ),
         "memory 1": lambda path: through_memory(per_round, 1, done["memory 1"]),
         "memory n": lambda path: through_memory(per_round, concurrency, done["memory n"]),
+        "replay 1": lambda path: done["replay 1"].add(serial, replayed(path, alone)),
+        "replay n": lambda path: done["replay n"].add(per_round, replayed(path, batches)),
     }
-    names = list(runs)
+    order = list(runs)
     for n in range(rounds):
-        turn = n % len(names)
-        for name in names[turn:] + names[:turn]:
+        turn = n % len(order)
+        for name in order[turn:] + order[:turn]:
             runs[name](tmp / f"{name.replace(' ', '-')}-{n}.db")
     return done
 
@@ -364,7 +477,7 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
 
 
 def main() -> None:
-    """Run the five in turns and print lifecycles per second, the ratios and the ceilings."""
+    """Run the seven in turns and print lifecycles per second, the ratios and the ceilings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -416,6 +529,21 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"(plain {plain_ms:.3f} + service's own {own_ms:.3f} ms); "
         f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does the memory "
         f"store's work ({store_ms:.3f} ms)"
+    )
+    alone, batches = done["replay 1"], done["replay n"]
+    replay_ms = alone.seconds / alone.count * 1e3
+    print(
+        f"the SQLite store's own statements replayed bare (recorded from a run, then run again "
+        f"with the same parameters on a new file: no Python around them), one caller's "
+        f"transactions: {alone.count / alone.seconds:.1f} lifecycles/s, ratio "
+        f"{1e3 / replay_ms / base:.2f}; {concurrency} callers' batched transactions: "
+        f"{batches.count / batches.seconds:.1f} lifecycles/s, ratio "
+        f"{batches.count / batches.seconds / base:.2f}"
+    )
+    print(
+        f"1 caller: ceiling with these writes: {plain_ms / (replay_ms + own_ms):.2f} "
+        f"(target 0.70) = plain {plain_ms:.3f} ms / (the store's statements alone "
+        f"{replay_ms:.3f} + service's own {own_ms:.3f} ms)"
     )
     own_cpu = many.cpu / many.count * 1e3
     print(
