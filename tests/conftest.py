@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -64,7 +65,16 @@ async def _probe_postgres() -> str | None:
         connection = await asyncpg.connect(PG_DSN, timeout=5)
     except Exception as exc:
         return f"PostgreSQL at {PG_DSN} is not reachable ({exc}); set SIGNOFF_TEST_PG"
-    await connection.close()
+    try:
+        # Where no schema holds pg_trgm, a store's migration creates it in its own schema
+        # (the first on its search_path) and every other schema's search index refers to
+        # it there: a test dropping its schema then dropped the extension under the other
+        # workers' migrations (deadlocks, "operator class was concurrently dropped").
+        # In public, no test's schema owns it.
+        with contextlib.suppress(asyncpg.PostgresError):  # a worker beside us made it first
+            await connection.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+    finally:
+        await connection.close()
     return None
 
 
