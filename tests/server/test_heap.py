@@ -19,10 +19,13 @@ from tests.serving import free_port, until_listening
 
 @pytest.fixture(autouse=True)
 def unfrozen() -> Iterator[None]:
-    """Each test starts and ends with nothing frozen (the test process's heap is shared)."""
+    """Each test starts and ends with nothing frozen and Python's own thresholds (the test
+    process's heap is shared)."""
+    thresholds = gc.get_threshold()
     gc.unfreeze()
     yield
     gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 class Node:
@@ -45,6 +48,19 @@ def test_settle_collects_start_up_garbage_before_it_freezes() -> None:
     assert alive() is kept
     assert gc.get_freeze_count() > 0
     assert not any(o is kept for o in gc.get_objects())  # out of the collector's passes
+    assert gc.get_threshold()[0] == heap.YOUNG  # young collections far fewer than 700's
+
+
+def test_settle_leaves_a_young_cycle_to_the_next_young_collection() -> None:
+    """At YOUNG, cyclic garbage made after settling is still collected, by a young pass."""
+    heap.settle()
+    node = Node()
+    node.other = node
+    gone = weakref.ref(node)
+    del node
+    held = [Node() for _ in range(heap.YOUNG + 1_000)]  # kept: a young collection is due
+    assert gone() is None
+    assert len(held) > heap.YOUNG
 
 
 async def test_serve_settles_the_heap_once_started() -> None:
@@ -60,6 +76,7 @@ async def test_serve_settles_the_heap_once_started() -> None:
         # every module this process imported, the app and the server are frozen
         assert gc.get_freeze_count() > 10_000
         assert not any(o is server for o in gc.get_objects())
+        assert gc.get_threshold()[0] == heap.YOUNG
     finally:
         server.should_exit = True
         await task

@@ -10,16 +10,31 @@ so later full collections walk only what the server allocated since (bench/RESUL
 "Latency at 60 lifecycles a second"). Reference counting still frees a frozen object the
 moment nothing refers to it; only a reference cycle among frozen objects, if one ever
 became garbage, would stay until the process ends.
+
+It also collects the young generation every :data:`YOUNG` allocations instead of
+Python's 700. A young collection promotes whatever is alive at that moment, and under
+load that is mostly the objects of requests in flight, which die a moment later; they
+pile up in the old generation, and each time it has grown by a quarter Python runs a
+full collection. With 1,000 WebSockets open and lifecycles running (bench/server.py on a
+slow two-core host) that was seven full collections of 10-80 ms in a 20-second run; at
+20,000, one. A young collection then walks up to 20,000 objects, under half a
+millisecond.
 """
 
 from __future__ import annotations
 
 import gc
 
-__all__ = ["settle"]
+__all__ = ["YOUNG", "settle"]
+
+YOUNG = 20_000
+"""Allocations (less deallocations) between two collections of the young generation."""
 
 
 def settle() -> None:
-    """Collect start-up's garbage, then freeze everything left (call once, after start-up)."""
+    """Collect start-up's garbage, freeze everything left, and collect the young generation
+    every :data:`YOUNG` allocations (call once, after start-up)."""
     gc.collect()
     gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG, middle, old)
