@@ -72,6 +72,20 @@ async def test_full_lifecycle_emits_events_and_audits(service: Service) -> None:
     assert (await service.verify_audit()).ok
 
 
+async def test_a_finished_request_leaves_no_version_behind(service: Service) -> None:
+    """The service keeps the last version it wrote of a request only while it can change:
+    a long-running server holds its open requests, not every request it ever finished."""
+    done, rejected = await submit(service), await submit(service, tool_call_id="call_2")
+    await service.decide(done.id, {"type": "approve"}, APPROVER)
+    await service.claim(done.id, ARGS, AGENT)
+    await service.complete(done.id, AGENT, result={"exit": 0})
+    await service.decide(rejected.id, {"type": "reject", "reason": "no"}, APPROVER)
+    assert not service._recent
+    with pytest.raises(InvalidTransition):  # read from the store, then refused as before
+        await service.cancel(done.id, AGENT)
+    assert (await service.get(done.id)).status == "completed"
+
+
 async def test_idempotent_submit(service: Service) -> None:
     """The same session + tool_call_id, or the same idempotency key, returns the first request."""
     first = await service.submit(

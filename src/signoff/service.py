@@ -204,6 +204,8 @@ class Service:
         self._follow = shared(store) if follow is None else follow
         self._follower: EventLogFollower | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        # the last version this service wrote of each request that can still change (a
+        # change may start from it without a read); a final version is not kept
         self._recent: OrderedDict[str, Request] = OrderedDict()
 
     @property
@@ -248,11 +250,15 @@ class Service:
     async def _commit(self, write: Write) -> None:
         committed = await self.store.commit(write)
         for written in (write.insert, write.update):
-            if written is not None:
-                self._recent[written.id] = written
-                self._recent.move_to_end(written.id)
-                if len(self._recent) > _RECENT:
-                    self._recent.popitem(last=False)
+            if written is None:
+                continue
+            if written.is_terminal:  # it never changes again: nothing to start from
+                self._recent.pop(written.id, None)
+                continue
+            self._recent[written.id] = written
+            self._recent.move_to_end(written.id)
+            if len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
         await self.bus.publish(committed.events)
 
     async def submit(
