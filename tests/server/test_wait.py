@@ -45,7 +45,12 @@ async def test_many_long_polls_each_woken_by_its_own_decision_with_no_task_of_th
             for i in ids
         ]
         for _ in range(400):  # each poll reads its token and request first: a loaded machine
-            if service.bus.subscriber_count == subscribed + WAITERS:
+            # (and the store's pool may still be opening connections for those reads, each
+            # in a task of asyncpg's for a moment)
+            if (
+                service.bus.subscriber_count == subscribed + WAITERS
+                and len(asyncio.all_tasks()) == tasks + WAITERS
+            ):
                 break
             await asyncio.sleep(0.05)
         assert not any(poll.done() for poll in polls)
