@@ -120,11 +120,23 @@ async def logged(dsn: str, after_seq: int, schema: str | None = None) -> list[Ev
         await store.close()
 
 
+@contextlib.asynccontextmanager
+async def another_server(dsn: str, schema: str | None = None) -> AsyncIterator[Service]:
+    """A service of its own on the database, writing as another server would (it follows
+    nothing); closed on the way out."""
+    service = Service(
+        PostgresStore(dsn, schema=schema), bus=LocalBus(), read_file=None, follow=False
+    )
+    await service.open()
+    try:
+        yield service
+    finally:
+        await service.close()
+
+
 async def test_another_servers_events_come_in_their_notify_with_no_read(pg_database: str) -> None:
     """Events that fit in the NOTIFY reach the bus in order, equal to the log's, with no read."""
-    elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None, follow=False)
-    await elsewhere.open()
-    try:
+    async with another_server(pg_database) as elsewhere:
         async with following(pg_database) as here:
             for n in range(5):
                 args = {"command": f"line\none\ttab {n}", "why": "a\r\nb\\n\\t\u2028"}
@@ -142,15 +154,11 @@ async def test_another_servers_events_come_in_their_notify_with_no_read(pg_datab
             "command": "line\none\ttab 0",
             "why": "a\r\nb\\n\\t\u2028",
         }
-    finally:
-        await elsewhere.close()
 
 
 async def test_events_too_big_to_carry_are_read_in_order(pg_database: str) -> None:
     """A NOTIFY too big for its events holds the seq alone: small, big, small arrive in order."""
-    elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None, follow=False)
-    await elsewhere.open()
-    try:
+    async with another_server(pg_database) as elsewhere:
         async with following(pg_database) as here:
             for size in (10, 20_000, 10, 10, 9_000, 20_000, 10):
                 args = {"blob": "x" * size}
@@ -163,23 +171,16 @@ async def test_events_too_big_to_carry_are_read_in_order(pg_database: str) -> No
             assert here.seen.get_nowait() is None  # and nothing came twice
         assert [e.seq for e in events] == list(range(1, 8))
         assert events == await logged(pg_database, 0)
-    finally:
-        await elsewhere.close()
 
 
 async def test_a_notify_from_another_schemas_log_is_not_taken_for_this_ones(
     pg_database: str,
 ) -> None:
     """Two schemas share the channel: another's NOTIFY carries its events, not this log's."""
-    other = Service(
-        PostgresStore(pg_database, schema="other"), bus=LocalBus(), read_file=None, follow=False
-    )
-    mine = Service(
-        PostgresStore(pg_database, schema="mine"), bus=LocalBus(), read_file=None, follow=False
-    )
-    await other.open()
-    await mine.open()
-    try:
+    async with (
+        another_server(pg_database, schema="other") as other,
+        another_server(pg_database, schema="mine") as mine,
+    ):
         async with following(pg_database, schema="mine") as here:
             for n in range(3):  # seqs 1, 2, 3 in the other log: no event of this one
                 await other.submit({"session_id": "s", "tool_name": f"other{n}"}, AGENT)
@@ -192,9 +193,6 @@ async def test_a_notify_from_another_schemas_log_is_not_taken_for_this_ones(
             events = await arrived(here.seen, 3)
         assert [e.request.id for e in events] == [r.id for r in made]
         assert events == await logged(pg_database, 0, schema="mine")
-    finally:
-        await mine.close()
-        await other.close()
 
 
 async def test_a_follower_woken_as_it_is_stopped_stops(pg_database: str) -> None:
