@@ -23,7 +23,7 @@ from typing import Any, Self
 from pydantic import JsonValue, ValidationError
 
 from signoff.bus.follower import EventLogFollower
-from signoff.bus.local import EventBus, LocalBus
+from signoff.bus.local import EventBus, LocalBus, Subscription
 from signoff.config import follower_for, shared
 from signoff.domain.audit import (
     GENESIS_HASH,
@@ -44,7 +44,7 @@ from signoff.domain.decisions import (
     require_reason,
 )
 from signoff.domain.edits import EditPreview, args_preview, check_may_edit, edit_preview
-from signoff.domain.events import EventDraft, EventType
+from signoff.domain.events import Event, EventDraft, EventType
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.notify import (
     LinkKind,
@@ -204,8 +204,8 @@ class Service:
         self._follow = shared(store) if follow is None else follow
         self._follower: EventLogFollower | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        # the last version this service wrote of each request that can still change (a
-        # change may start from it without a read); a final version is not kept
+        # the latest version this service wrote or followed of each request that can still
+        # change (a change may start from it without a read); a final version is not kept
         self._recent: OrderedDict[str, Request] = OrderedDict()
 
     @property
@@ -217,7 +217,7 @@ class Service:
         """Open the store (migrating it if needed), then follow other processes' events."""
         await self.store.open()
         if self._follow and self._follower is None:
-            follower = follower_for(self.store, self.bus)
+            follower = follower_for(self.store, _Followed(self.bus, self._remember))
             try:
                 await follower.start()
             except BaseException:
@@ -250,16 +250,25 @@ class Service:
     async def _commit(self, write: Write) -> None:
         committed = await self.store.commit(write)
         for written in (write.insert, write.update):
-            if written is None:
-                continue
-            if written.is_terminal:  # it never changes again: nothing to start from
-                self._recent.pop(written.id, None)
-                continue
-            self._recent[written.id] = written
-            self._recent.move_to_end(written.id)
-            if len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
+            if written is not None:
+                self._remember(written)
         await self.bus.publish(committed.events)
+
+    def _remember(self, request: Request) -> None:
+        """Keep ``request`` as the version a change here may start from: one this service
+        wrote, or one another process wrote and the follower brought (its event carries the
+        request as stored). An older version than the one kept is ignored; a final one is
+        dropped, since it never changes again."""
+        held = self._recent.get(request.id)
+        if held is not None and held.version >= request.version:
+            return
+        if request.is_terminal:
+            self._recent.pop(request.id, None)
+            return
+        self._recent[request.id] = request
+        self._recent.move_to_end(request.id)
+        if len(self._recent) > _RECENT:
+            self._recent.popitem(last=False)
 
     async def submit(
         self,
@@ -1479,3 +1488,30 @@ def _same_call(existing: Request, new: NewRequest) -> None:
         raise InvalidRequest(
             f"this {key} was already used in session {new.session_id!r} for a different call"
         )
+
+
+class _Followed:
+    """The bus as the follower sees it. The events it publishes are other processes'
+    commits; each carries its request as stored, which the service keeps
+    (:meth:`Service._remember`), so that a decision made on another server is not read back
+    before this one claims the request. Everything else is the bus's."""
+
+    def __init__(self, bus: EventBus, remember: Callable[[Request], None]) -> None:
+        self._bus = bus
+        self._remember = remember
+
+    async def publish(self, events: Sequence[Event]) -> None:
+        """Keep each event's request, then publish the events on the bus."""
+        for event in events:
+            self._remember(event.request)
+        await self._bus.publish(events)
+
+    def subscribe(
+        self, *, request_id: str | None = None, session_id: str | None = None
+    ) -> Subscription:
+        """The bus's subscription."""
+        return self._bus.subscribe(request_id=request_id, session_id=session_id)
+
+    def already_published(self, seq: int) -> bool:
+        """Whether the bus published this seq recently."""
+        return self._bus.already_published(seq)
