@@ -53,3 +53,25 @@ def test_a_name_refuses_nul_and_lone_surrogates() -> None:
     with pytest.raises(ValueError, match="surrogate"):
         check_name("a\ud800")
     assert check_name("\u202eok") == "\u202eok"
+
+
+def test_a_decision_is_checked_when_it_comes_in_not_when_a_store_reads_it_back() -> None:
+    """A decision from outside holding a number JSON cannot write is refused; the same text
+    read back from a store (``stored_request``, context STORED) is parsed without the
+    check, which only a record no store writes would fail."""
+    from pydantic import ValidationError
+
+    from signoff.domain.decisions import DecisionAdapter
+    from signoff.domain.requests import RequestAdapter, stored_request
+    from tests.store.test_store_suite import approval
+
+    approve = '{"type": "approve", "args": {"n": 1e999}}'
+    with pytest.raises(ValidationError, match="not a finite number"):
+        DecisionAdapter.validate_json(approve)
+    data = json.loads(approval(status="approved").model_dump_json())
+    record = '{"decision": %s, "decided_by": "alice", "decided_at": "2026-01-01T00:00:00Z"}'
+    text = json.dumps({**data, "decision": "RECORD"}).replace('"RECORD"', record % approve)
+    with pytest.raises(ValidationError, match="not a finite number"):
+        RequestAdapter.validate_json(text)
+    stored = stored_request(text)
+    assert stored.decision is not None and stored.decision.decision.type == "approve"

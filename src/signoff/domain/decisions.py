@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationInfo,
+    model_validator,
+)
 
-from signoff.domain.text import refuse_unstorable
+from signoff.domain.text import STORED, refuse_unstorable
 from signoff.errors import InvalidDecision
 
 __all__ = [
@@ -54,7 +62,9 @@ class _Model(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _encodable(cls, data: object) -> object:
+    def _encodable(cls, data: object, info: ValidationInfo) -> object:
+        if info.context is STORED:  # read back from a store, so storable
+            return data
         return refuse_unstorable(data)
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
 
 from signoff.domain.decisions import DecisionRecord, DecisionType
 from signoff.domain.previews import FilePreview
+from signoff.domain.text import STORED
 
 __all__ = [
     "ALLOWED_DECISIONS",
@@ -40,6 +41,7 @@ __all__ = [
     "Status",
     "can_transition",
     "new_request_id",
+    "stored_request",
 ]
 
 RequestKind: TypeAlias = Literal["approval", "choice", "questions"]
@@ -232,4 +234,12 @@ Request: TypeAlias = Annotated[
 """Any request, told apart by ``kind``."""
 
 RequestAdapter: TypeAdapter[Request] = TypeAdapter(Request)
+
+
+def stored_request(data: str | bytes) -> Request:
+    """The request a store's JSON text holds (validated, but not checked again for what no
+    store can keep: see :data:`~signoff.domain.text.STORED`)."""
+    return RequestAdapter.validate_json(data, context=STORED)
+
+
 """Parses and dumps any kind of request."""

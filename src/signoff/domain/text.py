@@ -20,6 +20,7 @@ from pydantic import AfterValidator
 
 __all__ = [
     "MAX_ID_INT",
+    "STORED",
     "NoNul",
     "check_name",
     "lone_surrogate_in",
@@ -29,6 +30,21 @@ __all__ = [
 
 MAX_ID_INT = 2**63 - 1
 """The largest integer a store's 64-bit columns (sequence numbers, timestamps) hold."""
+
+
+class _Stored:
+    """The type of :data:`STORED`."""
+
+    def __repr__(self) -> str:
+        return "STORED"
+
+
+STORED = _Stored()
+"""The validation context of a record read back from a store. What a store holds was
+written, so nothing in it is unstorable: a model validator that runs
+:func:`refuse_unstorable` skips it then. The check walks every value in Python, and a
+before-validator makes pydantic build the Python objects of a JSON record first: a decided
+request parsed four times slower with it (30 us against 8)."""
 
 
 def _has_surrogate(text: str) -> bool:

@@ -36,7 +36,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
-from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.requests import ApprovalRequest, Request, stored_request
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
@@ -383,7 +383,7 @@ class PostgresStore:
     async def get_request(self, request_id: str) -> Request | None:
         """The request, or None."""
         return await self._one(
-            RequestAdapter.validate_json, "SELECT data FROM requests WHERE id = $1", request_id
+            stored_request, "SELECT data FROM requests WHERE id = $1", request_id
         )
 
     async def find_duplicate(
@@ -403,7 +403,7 @@ class PostgresStore:
                 )
 
         row = await self._read(read)
-        return RequestAdapter.validate_json(row[1]) if row else None
+        return stored_request(row[1]) if row else None
 
     async def list_requests(self, query: RequestQuery) -> Page:
         """Requests newest first, by keyset on (created_us, id)."""
@@ -414,7 +414,7 @@ class PostgresStore:
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests past their expiry, oldest expiry first."""
         return await self._all(
-            RequestAdapter.validate_json,
+            stored_request,
             "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
             "AND expires_us <= $1 ORDER BY expires_us LIMIT $2",
             to_micros(now),
@@ -425,7 +425,7 @@ class PostgresStore:
         """Executing calls whose claim's lease ended, oldest lease first."""
         # the status index finds the few calls executing at once
         rows = await self._fetch("SELECT data FROM requests WHERE status = 'executing'")
-        return lapsed_among((RequestAdapter.validate_json(r[0]) for r in rows), now, limit)
+        return lapsed_among((stored_request(r[0]) for r in rows), now, limit)
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """The grant, or None."""

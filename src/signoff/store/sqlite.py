@@ -35,7 +35,7 @@ from signoff.domain.events import Event, EventDraft
 from signoff.domain.grants import Grant
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
-from signoff.domain.requests import Request, RequestAdapter
+from signoff.domain.requests import Request, stored_request
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
@@ -170,7 +170,7 @@ class _Known:
 
     def request(self, text: str) -> Request:
         """The request ``text`` holds, parsed; remembered for the next read of the same."""
-        parsed = RequestAdapter.validate_json(text)
+        parsed = stored_request(text)
         self._room(len(text))
         self.requests[parsed.id] = (text, parsed)
         return parsed
@@ -465,7 +465,7 @@ class SQLiteStore:
 
         def q(conn: sqlite3.Connection) -> Request | None:
             row = duplicate_row(conn, session_id, tool_call_id, requested_by, idempotency_key)
-            return RequestAdapter.validate_json(row[1]) if row else None
+            return stored_request(row[1]) if row else None
 
         return self._lookup(q)
 
@@ -482,7 +482,7 @@ class SQLiteStore:
     async def due_requests(self, now: datetime, limit: int = 100) -> list[Request]:
         """Pending requests past their expiry, oldest expiry first."""
         return await self._read_all(
-            RequestAdapter.validate_json,
+            stored_request,
             "SELECT data FROM requests WHERE status = 'pending' AND expires_us IS NOT NULL "
             "AND expires_us <= ? ORDER BY expires_us LIMIT ?",
             to_micros(now),
@@ -495,7 +495,7 @@ class SQLiteStore:
         def q(conn: sqlite3.Connection) -> list[Request]:
             # the status index finds the few calls executing at once
             rows = conn.execute("SELECT data FROM requests WHERE status = 'executing'").fetchall()
-            return lapsed_among((RequestAdapter.validate_json(r[0]) for r in rows), now, limit)
+            return lapsed_among((stored_request(r[0]) for r in rows), now, limit)
 
         return await self._read(q)
 

@@ -22,7 +22,7 @@ from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
-from signoff.domain.requests import ApprovalRequest, Request, RequestAdapter
+from signoff.domain.requests import ApprovalRequest, Request, stored_request
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task
 from signoff.domain.webhooks import Delivery, Webhook
@@ -386,7 +386,7 @@ def _text_filter(sql: _PageWhere, text: str | None, *, fts: bool) -> str | None:
 def request_page(rows: Sequence[Sequence[Any]], limit: int) -> Page:
     """The page that rows of ``created_us, id, data`` (one more than ``limit`` when
     another page follows) make."""
-    items = [RequestAdapter.validate_json(r[2]) for r in rows[:limit]]
+    items = [stored_request(r[2]) for r in rows[:limit]]
     more = len(rows) > limit
     cursor = encode_cursor(rows[limit - 1][0], rows[limit - 1][1]) if more else None
     return Page(items=items, next_cursor=cursor)
@@ -497,5 +497,5 @@ def event_from_row(row: Sequence[Any]) -> Event:
         seq=row[0],
         type=row[1],
         at=datetime.fromisoformat(row[2]),
-        request=RequestAdapter.validate_json(row[3]),
+        request=stored_request(row[3]),
     )
