@@ -2,7 +2,8 @@
 
 For each count, starts that many real ``signoff serve`` processes on a fresh database, as
 docs/deployment.md says to run them: the first sends webhooks and notifications, the others
-run with ``--no-webhooks`` (else every event would be delivered once per server). It runs
+run with ``--no-webhooks`` (else every event would be delivered once per server), each
+with its default pool of connections (``--db-pool N`` starts each with ``--db-pool N``). It runs
 ``--agents`` HTTP agents spread round-robin over them, each looping: submit, a person
 approves (on another node), long-poll ``wait``, claim, report. The agents are raw
 keep-alive HTTP connections (bench/serving.py's ``Http``), so that the client takes as
@@ -12,7 +13,8 @@ per lifecycle; and how busy the machine's cores were (from /proc/stat), since on
 machine the servers, PostgreSQL and this client share them, which bounds what more servers
 can add.
 
-    python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--dsn URL]
+    python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--db-pool N]
+                             [--dsn URL]
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ def machine_busy() -> tuple[float, float]:
 class Figures:
     """One count of servers' figures."""
 
+    pool: int | None
+    """Each server's ``--db-pool`` (None: its default)."""
     rate: float
     """Lifecycles per second."""
     servers_cpu: float
@@ -64,7 +68,9 @@ class Figures:
     """This process's (the agents') CPU milliseconds per lifecycle."""
 
 
-async def measure(servers: list[Server], lifecycles: int, agents: int) -> Figures:
+async def measure(
+    servers: list[Server], lifecycles: int, agents: int, pool: int | None = None
+) -> Figures:
     """Lifecycles per second over these servers, and what they cost."""
     admin = servers[0].admin_token
     assert admin is not None
@@ -103,6 +109,7 @@ async def measure(servers: list[Server], lifecycles: int, agents: int) -> Figure
     own = time.process_time() - own
     busy_after, total_after = machine_busy()
     return Figures(
+        pool,
         done / elapsed,
         cpu * 1000 / done,
         (busy_after - busy) / max(total_after - total, 1e-9),
@@ -118,11 +125,12 @@ async def run(opts: argparse.Namespace) -> None:
         for count in opts.servers:
             url = await fresh_database(opts.dsn)
             servers: list[Server] = []
+            pool = ("--db-pool", str(opts.db_pool)) if opts.db_pool else ()
             try:
                 for n in range(count):  # docs/deployment.md: one node sends webhooks
-                    extra = ("--no-webhooks",) if n else ()
+                    extra = (*pool, *(("--no-webhooks",) if n else ()))
                     servers.append(start_server(url, free_port(), env, *extra))
-                figures[count] = await measure(servers, opts.lifecycles, opts.agents)
+                figures[count] = await measure(servers, opts.lifecycles, opts.agents, opts.db_pool)
             finally:
                 for server in servers:
                     server.stop()
@@ -130,7 +138,9 @@ async def run(opts: argparse.Namespace) -> None:
     base = figures[min(figures)].rate
     for count, f in figures.items():
         print(
-            f"{count} server(s) on one PostgreSQL: {f.rate:7.1f} lifecycles/s"
+            f"{count} server(s) on one PostgreSQL"
+            + (f" (--db-pool {f.pool} each)" if f.pool else "")
+            + f": {f.rate:7.1f} lifecycles/s"
             f"  ratio to {min(figures)} server(s) {f.rate / base:.2f}"
             f"  servers' CPU {f.servers_cpu:5.1f} ms/lifecycle"
             f"  agents' CPU {f.client_cpu:4.1f} ms/lifecycle"
@@ -148,6 +158,12 @@ def main() -> None:
         type=lambda text: [int(n) for n in text.split(",")],
         default=[1, 2, 3],
         help="the counts of servers to measure, in order (default 1,2,3)",
+    )
+    parser.add_argument(
+        "--db-pool",
+        type=int,
+        default=None,
+        help="start each server with --db-pool N (default: the servers' default pool)",
     )
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     asyncio.run(run(parser.parse_args()))

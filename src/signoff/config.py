@@ -58,8 +58,17 @@ def local_user() -> str:
     return os.environ.get(ENV_USER) or getpass.getuser()
 
 
-def open_store(url: str) -> Store:
-    """The store a database URL names (``sqlite:///path``, ``postgresql://...``, ``memory://``)."""
+def open_store(url: str, *, pool: int | None = None) -> Store:
+    """The store a database URL names (``sqlite:///path``, ``postgresql://...``, ``memory://``).
+
+    ``pool``: the most connections a PostgreSQL store opens for its reads and writes
+    (default 10); InvalidRequest for any other store, which has no pool.
+    """
+    postgres = url.startswith(("postgresql:", "postgres:"))
+    if pool is not None and not postgres:
+        raise InvalidRequest("a connection pool size applies to a PostgreSQL database only")
+    if pool is not None and pool < 1:
+        raise InvalidRequest(f"a connection pool needs at least 1 connection, not {pool}")
     if url.startswith("sqlite:"):
         from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 
@@ -68,10 +77,10 @@ def open_store(url: str) -> Store:
         from signoff.store.memory import MemoryStore
 
         return MemoryStore()
-    if url.startswith(("postgresql:", "postgres:")):
+    if postgres:
         from signoff.store.postgres import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url) if pool is None else PostgresStore(url, max_size=pool)
     raise InvalidRequest(
         f"unsupported database URL {url!r}; use sqlite:///path or postgresql://host/db"
     )

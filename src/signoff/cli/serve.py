@@ -195,6 +195,20 @@ def serve(
         ),
     ] = None,
     db: DbOption = None,
+    db_pool: Annotated[
+        int | None,
+        typer.Option(
+            "--db-pool",
+            envvar="SIGNOFF_DB_POOL",
+            min=1,
+            max=1000,
+            help="PostgreSQL: the most database connections this server opens for requests "
+            "(default 10; one more listens for other servers' events). With many servers, "
+            "size them so that all of them together stay under the database's "
+            "max_connections (docs/deployment.md).",
+            show_default=False,
+        ),
+    ] = None,
     header_timeout: Annotated[
         float,
         typer.Option(
@@ -422,6 +436,8 @@ def serve(
     agents = _agents(agent or [])
     root = preview_root_for(preview_root, db or default_db_url()) if preview_root else None
     db_url = db or default_db_url()
+    if db_pool is not None and not db_url.startswith(("postgresql:", "postgres:")):
+        fail("--db-pool applies to a PostgreSQL database only (--db postgresql://...)")
     # before the store opens: files it creates are private, existing ones keep their modes
     warn_exposed_files(db_url)
     secret = load_secret(db_url)
@@ -432,7 +448,7 @@ def serve(
     slack = _slack(slack_bot_token, slack_signing_secret, slack_api_url, page_base)
 
     async def go() -> None:
-        async with open_service(db, follow=True) as service:
+        async with open_service(db, follow=True, pool=db_pool) as service:
             token = await ensure_admin_token(service)
             email = (
                 EmailSender(smtp, service=service, public_url=page_base, key=secret.key)
