@@ -25,6 +25,7 @@ __all__ = [
     "default_db_url",
     "exposed_files",
     "follower_for",
+    "is_postgres",
     "local_user",
     "open_store",
     "secret_file",
@@ -58,13 +59,18 @@ def local_user() -> str:
     return os.environ.get(ENV_USER) or getpass.getuser()
 
 
+def is_postgres(url: str) -> bool:
+    """Whether a database URL names PostgreSQL (``postgresql://`` or ``postgres://``)."""
+    return url.startswith(("postgresql:", "postgres:"))
+
+
 def open_store(url: str, *, pool: int | None = None) -> Store:
     """The store a database URL names (``sqlite:///path``, ``postgresql://...``, ``memory://``).
 
     ``pool``: the most connections a PostgreSQL store opens for its reads and writes
     (default 10); InvalidRequest for any other store, which has no pool.
     """
-    postgres = url.startswith(("postgresql:", "postgres:"))
+    postgres = is_postgres(url)
     if pool is not None and not postgres:
         raise InvalidRequest("a connection pool size applies to a PostgreSQL database only")
     if pool is not None and pool < 1:
@@ -141,7 +147,7 @@ def secret_file(url: str) -> Path | None:
 
         db = sqlite_path_from_url(url)
         return db.with_name(db.name + ".secret")
-    if url.startswith(("postgresql:", "postgres:")):
+    if is_postgres(url):
         return Path(platformdirs.user_data_dir("signoff")) / "server.secret"
     return None
 

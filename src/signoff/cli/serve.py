@@ -15,7 +15,14 @@ from signoff.anchoring import log_anchors
 from signoff.cli.context import DbOption, console, err_console, fail, open_service, run
 from signoff.cli.loading import load_object
 from signoff.cli.settings import listen_settings
-from signoff.config import ENV_SECRET, ServerSecret, default_db_url, exposed_files, server_secret
+from signoff.config import (
+    ENV_SECRET,
+    ServerSecret,
+    default_db_url,
+    exposed_files,
+    is_postgres,
+    server_secret,
+)
 from signoff.errors import InvalidRequest
 from signoff.notify.email import ENV_SMTP_PASSWORD, EmailSender, SmtpSettings
 from signoff.preview_root import PreviewRoot
@@ -81,7 +88,7 @@ def load_secret(db_url: str) -> ServerSecret:
         secret = server_secret(db_url)
     except InvalidRequest as exc:
         fail(exc.message)
-    if db_url.startswith(("postgresql:", "postgres:")) and not secret.shared:
+    if is_postgres(db_url) and not secret.shared:
         err_console.print(
             f"warning: inbox sessions are signed with the secret in {secret.source}; servers "
             f"sharing this database must all be given the same {ENV_SECRET}",
@@ -436,7 +443,7 @@ def serve(
     agents = _agents(agent or [])
     root = preview_root_for(preview_root, db or default_db_url()) if preview_root else None
     db_url = db or default_db_url()
-    if db_pool is not None and not db_url.startswith(("postgresql:", "postgres:")):
+    if db_pool is not None and not is_postgres(db_url):
         fail("--db-pool applies to a PostgreSQL database only (--db postgresql://...)")
     # before the store opens: files it creates are private, existing ones keep their modes
     warn_exposed_files(db_url)
