@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from signoff.bus.local import LocalBus
+from signoff.bus.local import LocalBus, Subscription
 from signoff.domain.events import Event
 from signoff.domain.requests import Request
 from signoff.errors import InvalidTransition
@@ -59,14 +59,14 @@ async def two_servers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[Servi
             await drop_schema(await postgres_dsn(), schema)
 
 
-async def followed(service: Service, request_id: str, version: int) -> Event:
-    """Wait until ``service``'s follower has published ``version`` of the request."""
-    async with service.bus.subscribe(request_id=request_id) as subscription:
-        while True:
-            event = await subscription.get(timeout=10)
-            assert event is not None, f"version {version} of {request_id} never followed"
-            if event.request.version >= version:
-                return event
+async def followed(seen: Subscription, request_id: str, version: int) -> Event:
+    """Wait until ``seen`` (a subscription opened before the write) gets ``version`` of the
+    request."""
+    while True:
+        event = await seen.get(timeout=10)
+        assert event is not None, f"version {version} of {request_id} never followed"
+        if event.request.id == request_id and event.request.version >= version:
+            return event
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -106,10 +106,13 @@ async def test_a_stale_followed_version_never_wins(backend: str, tmp_path: Path)
     There's reject starts from its stale version, is refused on the store's version check,
     and a fresh read refuses it as already decided: the approval stands."""
     async with two_servers(backend, tmp_path) as (here, there):
-        request = (
-            await here.submit({"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT)
-        ).request
-        await followed(there, request.id, request.version)
+        async with there.bus.subscribe() as seen:
+            request = (
+                await here.submit(
+                    {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT
+                )
+            ).request
+            await followed(seen, request.id, request.version)
         follower = there.follower
         assert follower is not None
         await follower.stop()
@@ -128,10 +131,13 @@ async def test_an_older_event_does_not_replace_a_newer_version(tmp_path: Path) -
     """The follower may bring an event of a version this service has since moved past (read
     from the log in the moment before its own commit was published): it is ignored."""
     async with two_servers("sqlite", tmp_path) as (here, there):
-        request = (
-            await here.submit({"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT)
-        ).request
-        await followed(there, request.id, request.version)
+        async with there.bus.subscribe() as seen:
+            request = (
+                await here.submit(
+                    {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT
+                )
+            ).request
+            await followed(seen, request.id, request.version)
         decided = await there.decide(request.id, {"type": "approve"}, APPROVER)
         follower = there.follower
         assert follower is not None
