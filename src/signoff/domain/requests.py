@@ -234,12 +234,10 @@ Request: TypeAlias = Annotated[
 """Any request, told apart by ``kind``."""
 
 RequestAdapter: TypeAdapter[Request] = TypeAdapter(Request)
+"""Parses and dumps any kind of request."""
 
 
 def stored_request(data: str | bytes) -> Request:
     """The request a store's JSON text holds (validated, but not checked again for what no
     store can keep: see :data:`~signoff.domain.text.STORED`)."""
     return RequestAdapter.validate_json(data, context=STORED)
-
-
-"""Parses and dumps any kind of request."""

@@ -44,7 +44,7 @@ STORED = _Stored()
 written, so nothing in it is unstorable: a model validator that runs
 :func:`refuse_unstorable` skips it then. The check walks every value in Python, and a
 before-validator makes pydantic build the Python objects of a JSON record first: a decided
-request parsed four times slower with it (30 us against 8)."""
+request parses in 12 us with the check skipped, 30 us with it."""
 
 
 def _has_surrogate(text: str) -> bool:
