@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from signoff.bus.local import LocalBus, Subscription
+from signoff.bus.local import LocalBus
 from signoff.domain.events import Event
 from signoff.domain.requests import Request
 from signoff.errors import InvalidTransition
@@ -59,14 +59,17 @@ async def two_servers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[Servi
             await drop_schema(await postgres_dsn(), schema)
 
 
-async def followed(seen: Subscription, request_id: str, version: int) -> Event:
-    """Wait until ``seen`` (a subscription opened before the write) gets ``version`` of the
-    request."""
-    while True:
-        event = await seen.get(timeout=10)
-        assert event is not None, f"version {version} of {request_id} never followed"
-        if event.request.id == request_id and event.request.version >= version:
-            return event
+async def submitted_and_followed(here: Service, there: Service) -> Request:
+    """A request submitted ``here``, once ``there``'s follower has published it (``there``
+    listens before the submit, so the event cannot come first)."""
+    async with there.bus.subscribe() as seen:
+        body = {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}
+        request = (await here.submit(body, AGENT)).request
+        while True:
+            event = await seen.get(timeout=10)
+            assert event is not None, f"{request.id} never followed"
+            if event.request.id == request.id:
+                return request
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -79,14 +82,7 @@ async def test_a_followed_version_saves_the_read(backend: str, tmp_path: Path) -
     """Submitted here, decided there, claimed here: neither side reads the request back."""
     async with two_servers(backend, tmp_path) as (here, there):
         reads_here, reads_there = Reads(here.store), Reads(there.store)
-        async with there.bus.subscribe() as seen_there:
-            request = (
-                await here.submit(
-                    {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT
-                )
-            ).request
-            created = await seen_there.get(timeout=10)
-        assert created is not None and created.request.id == request.id
+        request = await submitted_and_followed(here, there)
         async with here.bus.subscribe(request_id=request.id) as seen_here:
             decided = await there.decide(request.id, {"type": "approve"}, APPROVER)
             assert decided.status == "approved"
@@ -106,13 +102,7 @@ async def test_a_stale_followed_version_never_wins(backend: str, tmp_path: Path)
     There's reject starts from its stale version, is refused on the store's version check,
     and a fresh read refuses it as already decided: the approval stands."""
     async with two_servers(backend, tmp_path) as (here, there):
-        async with there.bus.subscribe() as seen:
-            request = (
-                await here.submit(
-                    {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT
-                )
-            ).request
-            await followed(seen, request.id, request.version)
+        request = await submitted_and_followed(here, there)
         follower = there.follower
         assert follower is not None
         await follower.stop()
@@ -131,13 +121,7 @@ async def test_an_older_event_does_not_replace_a_newer_version(tmp_path: Path) -
     """The follower may bring an event of a version this service has since moved past (read
     from the log in the moment before its own commit was published): it is ignored."""
     async with two_servers("sqlite", tmp_path) as (here, there):
-        async with there.bus.subscribe() as seen:
-            request = (
-                await here.submit(
-                    {"session_id": "s", "tool_name": "deploy", "tool_args": ARGS}, AGENT
-                )
-            ).request
-            await followed(seen, request.id, request.version)
+        request = await submitted_and_followed(here, there)
         decided = await there.decide(request.id, {"type": "approve"}, APPROVER)
         follower = there.follower
         assert follower is not None
