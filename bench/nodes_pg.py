@@ -9,12 +9,17 @@ approves (on another node), long-poll ``wait``, claim, report. The agents are ra
 keep-alive HTTP connections (bench/serving.py's ``Http``), so that the client takes as
 little of the machine as it can. Prints lifecycles per second and the ratio to one server,
 measured in the same run; the CPU time the servers (all of them together, from /proc) spent
-per lifecycle; and how busy the machine's cores were (from /proc/stat), since on a 2-core
-machine the servers, PostgreSQL and this client share them, which bounds what more servers
-can add.
+per lifecycle, and PostgreSQL's (every ``postgres`` process on this machine); and how busy
+the machine's cores were (from /proc/stat), since on a 2-core machine the servers,
+PostgreSQL and this client share them, which bounds what more servers can add.
+
+``--ceiling`` also runs each count above one with every server on its own database, the
+agents' lifecycles each staying on one server: the same work with nothing shared and
+nothing to follow, so what that many processes reach on this machine at all, the bound for
+servers sharing one database.
 
     python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--db-pool N]
-                             [--dsn URL]
+                             [--ceiling] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -52,6 +57,21 @@ def machine_busy() -> tuple[float, float]:
     return (sum(fields) - idle) / ticks, sum(fields) / ticks
 
 
+def database_cpu() -> float:
+    """The CPU time every PostgreSQL process on this machine has used so far (those alive
+    now: a backend that exited meanwhile is not counted)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
+                total += cpu_seconds(int(entry.name))
+        except (OSError, ValueError):
+            continue  # it exited meanwhile
+    return total
+
+
 @dataclass
 class Figures:
     """One count of servers' figures."""
@@ -66,24 +86,41 @@ class Figures:
     """The share of the machine's cores in use while it ran."""
     client_cpu: float
     """This process's (the agents') CPU milliseconds per lifecycle."""
+    database_cpu: float
+    """PostgreSQL's processes' CPU milliseconds per lifecycle (it runs on this machine)."""
 
 
 async def measure(
-    servers: list[Server], lifecycles: int, agents: int, pool: int | None = None
+    servers: list[Server],
+    lifecycles: int,
+    agents: int,
+    pool: int | None = None,
+    *,
+    shared: bool = True,
 ) -> Figures:
-    """Lifecycles per second over these servers, and what they cost."""
-    admin = servers[0].admin_token
-    assert admin is not None
+    """Lifecycles per second over these servers, and what they cost.
+
+    ``shared``: the servers share one database, and a person approves on another server
+    than the agent's. Otherwise each server has its own database (the ceiling: nothing is
+    shared or followed) and an agent's whole lifecycle stays on its server.
+    """
     port = [int(s.base.rsplit(":", 1)[1]) for s in servers]
-    agent = await make_token(port[0], admin, "bench-agent", "agent")
-    person = await make_token(port[0], admin, "bench-person", "approver")
+    made = servers[:1] if shared else servers
+    agent: list[str] = []
+    person: list[str] = []
+    for server, server_port in zip(made, port, strict=False):
+        assert server.admin_token is not None
+        agent.append(await make_token(server_port, server.admin_token, "bench-agent", "agent"))
+        person.append(await make_token(server_port, server.admin_token, "bench-person", "approver"))
     done = 0
 
     async def loop(n: int) -> None:
         nonlocal done
-        mine = await Http.open(port[n % len(port)], agent)
-        waiter = await Http.open(port[n % len(port)], agent)
-        other = await Http.open(port[(n + 1) % len(port)], person)
+        here = n % len(port)
+        there = (n + 1) % len(port) if shared else here
+        mine = await Http.open(port[here], agent[here % len(agent)])
+        waiter = await Http.open(port[here], agent[here % len(agent)])
+        other = await Http.open(port[there], person[there % len(person)])
         args = {"command": f"job {n}"}
         body = {"session_id": f"s{n}", "tool_name": "shell", "tool_args": args}
         while done < lifecycles:
@@ -100,12 +137,14 @@ async def measure(
             http.close()
 
     cpu = sum(cpu_seconds(s.process.pid) for s in servers)
+    database = database_cpu()
     busy, total = machine_busy()
     own = time.process_time()
     start = time.perf_counter()
     await asyncio.gather(*(loop(n) for n in range(agents)))
     elapsed = time.perf_counter() - start
     cpu = sum(cpu_seconds(s.process.pid) for s in servers) - cpu
+    database = database_cpu() - database
     own = time.process_time() - own
     busy_after, total_after = machine_busy()
     return Figures(
@@ -114,35 +153,50 @@ async def measure(
         cpu * 1000 / done,
         (busy_after - busy) / max(total_after - total, 1e-9),
         own * 1000 / done,
+        database * 1000 / done,
     )
+
+
+async def one_count(
+    opts: argparse.Namespace, env: dict[str, str], count: int, *, shared: bool
+) -> Figures:
+    """Start ``count`` servers (on one fresh database, or each on its own), measure, stop."""
+    urls = [await fresh_database(opts.dsn) for _ in range(1 if shared else count)]
+    servers: list[Server] = []
+    pool = ("--db-pool", str(opts.db_pool)) if opts.db_pool else ()
+    try:
+        for n in range(count):  # docs/deployment.md: one node sends webhooks
+            extra = (*pool, *(("--no-webhooks",) if n and shared else ()))
+            servers.append(start_server(urls[n % len(urls)], free_port(), env, *extra))
+        return await measure(servers, opts.lifecycles, opts.agents, opts.db_pool, shared=shared)
+    finally:
+        for server in servers:
+            server.stop()
+        for url in urls:
+            await drop_database(opts.dsn, url)
 
 
 async def run(opts: argparse.Namespace) -> None:
     """Measure each count of servers and print the figures with their ratios."""
     figures: dict[int, Figures] = {}
+    ceilings: dict[int, Figures] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp}
         for count in opts.servers:
-            url = await fresh_database(opts.dsn)
-            servers: list[Server] = []
-            pool = ("--db-pool", str(opts.db_pool)) if opts.db_pool else ()
-            try:
-                for n in range(count):  # docs/deployment.md: one node sends webhooks
-                    extra = (*pool, *(("--no-webhooks",) if n else ()))
-                    servers.append(start_server(url, free_port(), env, *extra))
-                figures[count] = await measure(servers, opts.lifecycles, opts.agents, opts.db_pool)
-            finally:
-                for server in servers:
-                    server.stop()
-                await drop_database(opts.dsn, url)
+            figures[count] = await one_count(opts, env, count, shared=True)
+            if opts.ceiling and count > 1:
+                ceilings[count] = await one_count(opts, env, count, shared=False)
     base = figures[min(figures)].rate
-    for count, f in figures.items():
+    lines = [(count, f, "on one PostgreSQL") for count, f in figures.items()]
+    lines += [(count, f, "each on its own database") for count, f in ceilings.items()]
+    for count, f, where in lines:
         print(
-            f"{count} server(s) on one PostgreSQL"
+            f"{count} server(s) {where}"
             + (f" (--db-pool {f.pool} each)" if f.pool else "")
             + f": {f.rate:7.1f} lifecycles/s"
             f"  ratio to {min(figures)} server(s) {f.rate / base:.2f}"
             f"  servers' CPU {f.servers_cpu:5.1f} ms/lifecycle"
+            f"  PostgreSQL's CPU {f.database_cpu:4.1f} ms/lifecycle"
             f"  agents' CPU {f.client_cpu:4.1f} ms/lifecycle"
             f"  machine busy {100 * f.busy:3.0f}% of its cores"
         )
@@ -164,6 +218,13 @@ def main() -> None:
         type=int,
         default=None,
         help="start each server with --db-pool N (default: the servers' default pool)",
+    )
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="also run each count above one with every server on its own database: the "
+        "same lifecycles with nothing shared or followed, what that many processes reach "
+        "on this machine at all",
     )
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     asyncio.run(run(parser.parse_args()))
