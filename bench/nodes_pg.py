@@ -15,8 +15,10 @@ PostgreSQL and this client share them, which bounds what more servers can add.
 
 ``--ceiling`` also runs each count above one with every server on its own database, the
 agents' lifecycles each staying on one server: the same work with nothing shared and
-nothing to follow, so what that many processes reach on this machine at all, the bound for
-servers sharing one database.
+nothing to follow, so what that many processes reach on this machine at all. Then it runs
+that count on one database with every agent on the first server and the others only
+following it: their CPU, and PostgreSQL's beyond one server's (it sends each NOTIFY to
+every listener), is what following costs.
 
     python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--db-pool N]
                              [--ceiling] [--dsn URL]
@@ -30,7 +32,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -88,6 +90,9 @@ class Figures:
     """This process's (the agents') CPU milliseconds per lifecycle."""
     database_cpu: float
     """PostgreSQL's processes' CPU milliseconds per lifecycle (it runs on this machine)."""
+    followers_cpu: float = 0.0
+    """The servers that only followed (``--ceiling``'s third run): their CPU milliseconds
+    per lifecycle, all of them together."""
 
 
 async def measure(
@@ -158,17 +163,29 @@ async def measure(
 
 
 async def one_count(
-    opts: argparse.Namespace, env: dict[str, str], count: int, *, shared: bool
+    opts: argparse.Namespace, env: dict[str, str], count: int, *, how: str = "shared"
 ) -> Figures:
-    """Start ``count`` servers (on one fresh database, or each on its own), measure, stop."""
-    urls = [await fresh_database(opts.dsn) for _ in range(1 if shared else count)]
+    """Start ``count`` servers and measure them, then stop them and drop their databases.
+
+    ``how``: "shared", one database, agents spread over the servers; "apart", each server
+    on its own database, each agent on one server; "following", one database, every agent
+    on the first server, the others only following it.
+    """
+    urls = [await fresh_database(opts.dsn) for _ in range(count if how == "apart" else 1)]
     servers: list[Server] = []
     pool = ("--db-pool", str(opts.db_pool)) if opts.db_pool else ()
     try:
         for n in range(count):  # docs/deployment.md: one node sends webhooks
-            extra = (*pool, *(("--no-webhooks",) if n and shared else ()))
+            extra = (*pool, *(("--no-webhooks",) if n and how != "apart" else ()))
             servers.append(start_server(urls[n % len(urls)], free_port(), env, *extra))
-        return await measure(servers, opts.lifecycles, opts.agents, opts.db_pool, shared=shared)
+        working = servers[:1] if how == "following" else servers
+        followers = servers[len(working) :]
+        before = sum(cpu_seconds(s.process.pid) for s in followers)
+        figures = await measure(
+            working, opts.lifecycles, opts.agents, opts.db_pool, shared=how != "apart"
+        )
+        followed = sum(cpu_seconds(s.process.pid) for s in followers) - before
+        return replace(figures, followers_cpu=followed * 1000 / opts.lifecycles)
     finally:
         for server in servers:
             server.stop()
@@ -179,24 +196,32 @@ async def one_count(
 async def run(opts: argparse.Namespace) -> None:
     """Measure each count of servers and print the figures with their ratios."""
     figures: dict[int, Figures] = {}
-    ceilings: dict[int, Figures] = {}
+    apart: dict[int, Figures] = {}
+    following: dict[int, Figures] = {}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp}
         for count in opts.servers:
-            figures[count] = await one_count(opts, env, count, shared=True)
+            figures[count] = await one_count(opts, env, count)
             if opts.ceiling and count > 1:
-                ceilings[count] = await one_count(opts, env, count, shared=False)
-    base = figures[min(figures)].rate
+                apart[count] = await one_count(opts, env, count, how="apart")
+                following[count] = await one_count(opts, env, count, how="following")
+    first = min(figures)
+    base = figures[first].rate
     lines = [(count, f, "on one PostgreSQL") for count, f in figures.items()]
-    lines += [(count, f, "each on its own database") for count, f in ceilings.items()]
+    lines += [(count, f, "each on its own database") for count, f in apart.items()]
+    lines += [
+        (count, f, f"on one PostgreSQL, the first taking every agent, {count - 1} following it")
+        for count, f in following.items()
+    ]
     for count, f, where in lines:
         print(
             f"{count} server(s) {where}"
             + (f" (--db-pool {f.pool} each)" if f.pool else "")
             + f": {f.rate:7.1f} lifecycles/s"
-            f"  ratio to {min(figures)} server(s) {f.rate / base:.2f}"
+            f"  ratio to {first} server(s) {f.rate / base:.2f}"
             f"  servers' CPU {f.servers_cpu:5.1f} ms/lifecycle"
-            f"  PostgreSQL's CPU {f.database_cpu:4.1f} ms/lifecycle"
+            + (f" (+ followers' {f.followers_cpu:4.2f})" if f.followers_cpu else "")
+            + f"  PostgreSQL's CPU {f.database_cpu:4.1f} ms/lifecycle"
             f"  agents' CPU {f.client_cpu:4.1f} ms/lifecycle"
             f"  machine busy {100 * f.busy:3.0f}% of its cores"
         )
