@@ -51,7 +51,8 @@ async def test_a_servers_own_commits_are_not_read_back_but_anothers_are(
 
 
 class CountingStore(PostgresStore):
-    """The real store, counting its reads of the event log."""
+    """The real store, counting its reads of the event log once each has returned (a read
+    counted as it starts could return after the count was reset, holding what came since)."""
 
     def __init__(self, dsn: str, *, schema: str | None = None) -> None:
         super().__init__(dsn, schema=schema)
@@ -59,9 +60,10 @@ class CountingStore(PostgresStore):
         self.read = asyncio.Event()
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
+        events = await super().list_events(after_seq=after_seq, limit=limit)
         self.reads += 1
         self.read.set()
-        return await super().list_events(after_seq=after_seq, limit=limit)
+        return events
 
 
 @contextlib.asynccontextmanager
