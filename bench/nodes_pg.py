@@ -90,6 +90,9 @@ class Figures:
     """This process's (the agents') CPU milliseconds per lifecycle."""
     database_cpu: float
     """PostgreSQL's processes' CPU milliseconds per lifecycle (it runs on this machine)."""
+    done: int
+    """How many lifecycles ran (the agents finish the ones they started: a few more than
+    asked)."""
     followers_cpu: float = 0.0
     """The servers that only followed (``--ceiling``'s third run): their CPU milliseconds
     per lifecycle, all of them together."""
@@ -159,6 +162,7 @@ async def measure(
         (busy_after - busy) / max(total_after - total, 1e-9),
         own * 1000 / done,
         database * 1000 / done,
+        done,
     )
 
 
@@ -185,7 +189,7 @@ async def one_count(
             working, opts.lifecycles, opts.agents, opts.db_pool, shared=how != "apart"
         )
         followed = sum(cpu_seconds(s.process.pid) for s in followers) - before
-        return replace(figures, followers_cpu=followed * 1000 / opts.lifecycles)
+        return replace(figures, followers_cpu=followed * 1000 / figures.done)
     finally:
         for server in servers:
             server.stop()
