@@ -34,6 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -166,8 +167,12 @@ async def measure(
     )
 
 
+How = Literal["shared", "apart", "following"]
+"""How :func:`one_count` lays servers out over databases and agents over servers."""
+
+
 async def one_count(
-    opts: argparse.Namespace, env: dict[str, str], count: int, *, how: str = "shared"
+    opts: argparse.Namespace, env: dict[str, str], count: int, *, how: How = "shared"
 ) -> Figures:
     """Start ``count`` servers and measure them, then stop them and drop their databases.
 
@@ -251,9 +256,10 @@ def main() -> None:
     parser.add_argument(
         "--ceiling",
         action="store_true",
-        help="also run each count above one with every server on its own database: the "
-        "same lifecycles with nothing shared or followed, what that many processes reach "
-        "on this machine at all",
+        help="also run each count above one with every server on its own database (the same "
+        "lifecycles with nothing shared or followed: what that many processes reach on this "
+        "machine at all), and with one server taking every agent while the others only "
+        "follow it (what following costs)",
     )
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     asyncio.run(run(parser.parse_args()))
