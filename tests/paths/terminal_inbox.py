@@ -58,7 +58,19 @@ class TerminalInbox:
             self._keys_for(decision)
             self.tmux.wait_for("0 pending")
         finally:
-            self.keys("Escape")  # a dialog left open must not take the next test's keys
+            self._close_dialogs()
+
+    def _close_dialogs(self) -> None:
+        """Press Escape until no dialog is open: one left open must not take the next test's
+        keys (the raw JSON editor sits on the field editor, so one Escape may not be enough)."""
+        for _ in range(5):
+            if (
+                "Esc cancels" not in self.tmux.screen()
+                and "Esc goes back" not in self.tmux.screen()
+            ):
+                return
+            self.keys("Escape")
+            time.sleep(0.3)
 
     def _keys_for(self, decision: dict[str, Any]) -> None:
         kind = decision["type"]
@@ -67,13 +79,7 @@ class TerminalInbox:
             self.tmux.wait_for("Ctrl+R raw JSON")
             self.keys("C-r")
             self.tmux.wait_for("as JSON")
-            time.sleep(0.3)  # the editor takes focus once the dialog has mounted
-            self.keys("F7")  # select all: the typed JSON replaces the proposal
-            typed = json.dumps(decision["args"])
-            self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", typed)
-            self.tmux.wait_for(typed)
-            self.keys("C-s")  # the edit's diff, made again, to confirm
-            self.tmux.wait_for("Enter approves the edited call")
+            self._replace_json(json.dumps(decision["args"]))
             self.keys("Enter")
         elif kind == "approve":
             self.keys("a")
@@ -94,6 +100,26 @@ class TerminalInbox:
             self.tmux.type(decision["feedback"])
         else:
             raise AssertionError(f"the terminal inbox has no key for {kind}")
+
+    def _replace_json(self, typed: str) -> None:
+        """Select all in the raw JSON editor, type ``typed`` over it and ask for the diff.
+
+        The editor takes focus once the dialog has mounted; on a loaded machine the first
+        keys can arrive before that, leaving the proposal beside the typed text, which the
+        dialog refuses as not valid JSON (its diff never comes). The typed text is then in
+        the editor, so it has focus: select all and type again.
+        """
+        for attempt in range(3):
+            self.keys("F7")  # select all: the typed JSON replaces the proposal
+            self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", typed)
+            self.tmux.wait_for(typed)
+            self.keys("C-s")  # the edit's diff, made again, to confirm
+            try:
+                self.tmux.wait_for("Enter approves the edited call", timeout=15.0)
+                return
+            except AssertionError:
+                if attempt == 2:
+                    raise
 
     def close(self) -> None:
         """Quit the inbox and end the tmux server."""

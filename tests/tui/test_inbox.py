@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
@@ -74,12 +75,14 @@ async def submit(agent: LocalBackend, **body: Any) -> Request:
 
 
 async def until(pilot: Pilot[None], condition: Callable[[], bool], what: str) -> None:
-    """Let the app run until ``condition`` holds, or fail saying ``what`` never happened."""
-    for _ in range(200):
-        if condition():
-            return
+    """Let the app run until ``condition`` holds, or fail saying ``what`` never happened
+    (within 15 s: a deadline, not a count of pauses, which a loaded machine stretches)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 15.0
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"never happened: {what}")
         await pilot.pause(0.02)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def said(pilot: Pilot[None], app: InboxApp, text: str) -> None:
