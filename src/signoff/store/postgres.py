@@ -18,10 +18,21 @@ that stores only its request (the life of a request: submit, decide, claim, repo
 one statement, its request row in a CTE and the append after it, run as its own implicit
 transaction: one round trip, BEGIN and COMMIT included, and a VersionConflict or
 DuplicateRequest leaves nothing behind because the append runs only on the CTE's row.
+
+Such writes are committed in groups. A write that finds none of this store's in flight is
+sent at once, by its caller; those that come while one is in flight wait, and are then
+sent together, as one pipelined round trip that is one implicit transaction (asyncpg's
+``fetchmany``, one statement per write, each numbered so its row comes back to it). The
+group takes the ``log_head`` lock once and waits for one WAL flush and sends its NOTIFYs
+together, where each write alone would take the lock, flush and wake every listener in
+turn. A write that finds its request clashed or moved on stores nothing, as alone, and
+the others commit. A database error rolls the whole group back; its writes are then sent
+one by one, so that only the write at fault fails.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -196,6 +207,12 @@ class PostgresStore:
         self._pool: Any = None
         self._recent = _RecentEvents(_RECENT_EVENTS)
         self._backends: set[int] = set()
+        self._sending = False  # a write of the one-statement kind is on its way
+        self._idle: asyncio.Event | None = None  # set once none is (made in the pool's loop)
+        self._queued: list[_Queued] = []  # those waiting for it, sent next as one group
+        self._flusher: asyncio.Task[None] | None = None
+        self.groups = 0
+        """How many groups of more than one write were sent (for tests and benchmarks)."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -229,7 +246,11 @@ class PostgresStore:
         self._pool = pool
 
     async def close(self) -> None:
-        """Wait for connections in use to be released, then close them all."""
+        """Send the writes already waiting, wait for connections in use to be released,
+        then close them all."""
+        if self._sending and self._idle is not None:
+            await self._idle.wait()
+        self._idle = None
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -310,33 +331,149 @@ class PostgresStore:
     # -- the protocol --------------------------------------------------------------------
 
     async def commit(self, write: Write) -> Committed:
-        """Apply ``write`` in one transaction.
+        """Apply ``write`` in one transaction (with others in a group: see the module).
 
         A connection lost before COMMIT was sent took the transaction with it, so the write
         is tried once more on another connection. One lost while COMMIT was on its way may
         or may not have committed: that fails as StoreUnavailable, never tried twice.
         """
         statement = _one_statement(write)
+        if statement is None:
+            return await self._in_transaction(write)
+        if self._sending:  # join the next group
+            queued = _Queued(statement, asyncio.get_running_loop().create_future())
+            self._queued.append(queued)
+            committed = await queued.done
+        else:
+            self._sending = True
+            self._idle = self._idle or asyncio.Event()
+            self._idle.clear()
+            try:
+                (committed,) = await self._send([statement])
+            finally:
+                self._hand_over()
+        if committed is None:
+            raise await self._refusal(write)
+        return committed
+
+    def _hand_over(self) -> None:
+        """A send ended: the writes that came meanwhile go next, from a task of their own
+        (no caller's cancellation can cut their group short)."""
+        if self._queued:
+            self._flusher = asyncio.create_task(self._flush(), name="signoff-pg-group-commit")
+        else:
+            self._sending = False
+            if self._idle is not None:
+                self._idle.set()
+
+    async def _flush(self) -> None:
+        """Send the waiting writes in groups until none is left."""
+        group: list[_Queued] = []
+        try:
+            while self._queued:
+                group = self._next_group()
+                if not group:
+                    continue
+                outcomes: list[Committed | BaseException | None]
+                try:
+                    outcomes = list(await self._send([q.statement for q in group]))
+                except _GroupRefused:  # rolled back as a whole: each alone, to find the culprit
+                    outcomes = [await self._alone(q.statement) for q in group]
+                except Exception as exc:
+                    outcomes = [_copied(exc)] * len(group)
+                for queued, outcome in zip(group, outcomes, strict=True):
+                    if queued.done.done():
+                        continue  # its caller was cancelled while it was on its way
+                    if isinstance(outcome, BaseException):
+                        queued.done.set_exception(_copied(outcome))
+                    else:
+                        queued.done.set_result(outcome)
+                group = []
+        finally:
+            self._sending = False
+            if self._idle is not None:
+                self._idle.set()
+            self._flusher = None
+            for queued in (*group, *self._queued):  # only if this task was cancelled
+                if not queued.done.done():
+                    queued.done.set_exception(StoreUnavailable("the store closed"))
+            self._queued = []
+
+    def _next_group(self) -> list[_Queued]:
+        """The oldest waiting write and up to :data:`_GROUP` - 1 more of the same
+        statement (one ``fetchmany`` runs one statement), in order; the rest stay queued.
+        A write whose caller was cancelled before its group left is dropped, never sent."""
+        waiting = [q for q in self._queued if not q.done.done()]
+        if not waiting:
+            self._queued = []
+            return []
+        sql = waiting[0].statement.sql
+        group = [q for q in waiting if q.statement.sql == sql][:_GROUP]
+        self._queued = [q for q in waiting if q not in group]
+        return group
+
+    async def _alone(self, statement: _Statement) -> Committed | BaseException | None:
+        """One write of a refused group, sent by itself: its outcome, or its error."""
+        try:
+            (committed,) = await self._send([statement])
+        except Exception as exc:
+            return exc
+        return committed
+
+    async def _send(self, group: Sequence[_Statement]) -> Sequence[Committed | None]:
+        """Commit these writes of one statement as one transaction, in order: for each, what
+        it committed, or None when its request clashed or moved on (it stored nothing)."""
+        sql = group[0].sql
         for attempt in range(2):
             pool = self._open_pool()
             committing = False
             try:
                 conn = await pool.acquire()
                 try:
-                    if statement is not None:
-                        # the statement is its own transaction: sending it is committing
-                        committing = not conn.is_closed()
-                        committed = await statement.run(conn)
+                    # the statements are their own transaction: sending them is committing
+                    committing = not conn.is_closed()
+                    if len(group) == 1:
+                        rows = await conn.fetch(sql, *group[0].values, 0)
                     else:
-                        async with conn.transaction():  # COMMIT is sent on leaving the block
-                            committed = await _apply(conn, write)
-                            committing = True
-                    if committed is not None:
-                        self._recent.add(committed.events)
+                        numbered = [(*s.values, n) for n, s in enumerate(group)]
+                        rows = await conn.fetchmany(sql, numbered)
                 finally:
                     await _release(pool, conn)
-                if committed is None:
-                    raise await self._refusal(write)
+            except _FAILURES as exc:
+                if attempt == 0 and not committing and _lost(exc):
+                    await self._renew(pool)
+                    continue
+                if len(group) > 1 and isinstance(exc, asyncpg.PostgresError) and not _lost(exc):
+                    raise _GroupRefused from exc
+                raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
+            if len(group) > 1:
+                self.groups += 1
+            appended = {row[0]: row[1] for row in rows}
+            outcomes: list[Committed | None] = []
+            for n, statement in enumerate(group):
+                if n not in appended:
+                    outcomes.append(None)
+                    continue
+                committed = statement.committed(appended[n])
+                self._recent.add(committed.events)
+                outcomes.append(committed)
+            return outcomes
+        raise AssertionError("unreachable")
+
+    async def _in_transaction(self, write: Write) -> Committed:
+        """A write that takes more than one statement, in an explicit transaction."""
+        for attempt in range(2):
+            pool = self._open_pool()
+            committing = False
+            try:
+                conn = await pool.acquire()
+                try:
+                    async with conn.transaction():  # COMMIT is sent on leaving the block
+                        committed = await _apply(conn, write)
+                        committing = True
+                    self._recent.add(committed.events)
+                finally:
+                    await _release(pool, conn)
                 return committed
             except SignoffError:
                 raise
@@ -862,11 +999,13 @@ async def _append_logs(conn: Any, write: Write, json: tables.RequestJson) -> Com
 
 def _statement_sql(request: str | None, parameters: int, logs: bool) -> str:
     """One write as one statement: the request's insert or update (if any) in a CTE, then
-    the append, which runs only if the CTE returned its row."""
+    the append, which runs only if the CTE returned its row. The row it returns starts
+    with the last parameter, the write's place in its group."""
+    place = f"${parameters + (len(_APPEND_PARAMETERS) if logs else 0) + 1}::int"
     append = _append_call(parameters + 1) if logs else "NULL"
     if request is None:
-        return f"SELECT {append}"
-    return f"WITH stored AS ({request}) SELECT {append} FROM stored"  # noqa: S608 - fixed names
+        return f"SELECT {place}, {append}"
+    return f"WITH stored AS ({request}) SELECT {place}, {append} FROM stored"  # noqa: S608
 
 
 _REQUEST_PARAMETERS = len(tables.REQUESTS.columns)
@@ -884,19 +1023,39 @@ _STATEMENTS = {
 
 @dataclass(frozen=True)
 class _Statement:
-    """A write that is one statement, and so its own implicit transaction."""
+    """A write that is one statement, and so its own implicit transaction (or one of a
+    group's); its values lack the last parameter, its place in the group."""
 
     write: Write
     sql: str
     values: tuple[object, ...]
     logs: bool
 
-    async def run(self, conn: Any) -> Committed | None:
-        """Commit it; None when its request clashed or moved on (nothing was stored)."""
-        row = await conn.fetchrow(self.sql, *self.values)
-        if row is None:
-            return None
-        return _committed(self.write, row[0]) if self.logs else Committed()
+    def committed(self, appended: Any) -> Committed:
+        """What it committed, from the append's result in its row."""
+        return _committed(self.write, appended) if self.logs else Committed()
+
+
+@dataclass(frozen=True, eq=False)
+class _Queued:
+    """A write waiting for the one on its way, and where its outcome goes."""
+
+    statement: _Statement
+    done: asyncio.Future[Committed | None]
+
+
+class _GroupRefused(Exception):
+    """The database refused a group (it rolled back whole): its writes go one by one."""
+
+
+_GROUP = 100
+"""Writes one group carries at most."""
+
+
+def _copied(exc: BaseException) -> BaseException:
+    """An error for one more waiting write: a StoreUnavailable of its own (each caller's
+    traceback is its own), or the same error."""
+    return StoreUnavailable(exc.message) if isinstance(exc, StoreUnavailable) else exc
 
 
 def _one_statement(write: Write) -> _Statement | None:

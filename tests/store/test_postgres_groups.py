@@ -1,0 +1,176 @@
+"""Group commit on PostgreSQL: the writes that come while one is on its way go together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from signoff.domain.audit import AuditDraft, verify_chain
+from signoff.domain.events import EventDraft
+from signoff.domain.requests import ApprovalRequest
+from signoff.errors import StoreUnavailable
+from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
+from tests.conftest import drop_schema, new_schema, pg_execute, postgres_dsn
+from tests.store.test_store_suite import T0, approval, insert
+
+pytest.importorskip("asyncpg", reason="needs the postgres extra")
+
+from signoff.store.postgres import PostgresStore
+
+_SLOW = "slow"
+"""A request in this session takes its insert 0.3 s (the trigger below): the group behind
+it forms while it is on its way."""
+_REFUSED = "refused"
+"""The database refuses to insert a request in this session (the trigger below)."""
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    """A store on a fresh schema whose requests table refuses one session and slows another."""
+    dsn, schema = await postgres_dsn(), new_schema()
+    opened = PostgresStore(dsn, schema=schema)
+    await opened.open()
+    await pg_execute(
+        f"""
+        CREATE FUNCTION {schema}.test_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.session_id = '{_REFUSED}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+            IF NEW.session_id = '{_SLOW}' THEN PERFORM pg_sleep(0.3); END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER test_trigger BEFORE INSERT ON {schema}.requests
+            FOR EACH ROW EXECUTE FUNCTION {schema}.test_trigger();
+        """,
+        dsn,
+    )
+    try:
+        yield opened
+    finally:
+        await opened.close()
+        await drop_schema(dsn, schema)
+
+
+def decided(request: ApprovalRequest, status: str) -> Write:
+    """The write deciding ``request`` (version 1) as ``status``."""
+    changed = request.model_copy(update={"status": status, "version": 2})
+    return Write(
+        at=T0 + timedelta(seconds=1),
+        update=changed,
+        audit=(AuditDraft(action="decide", actor=status, request_id=request.id),),
+        events=(EventDraft(type="decided", request=changed),),
+    )
+
+
+async def started(*writes: Write, store: PostgresStore) -> list[asyncio.Task[Committed]]:
+    """Commit the first write (a slow one), then the others, once it is on its way."""
+    first = asyncio.create_task(store.commit(writes[0]))
+    await asyncio.sleep(0.05)
+    rest = [asyncio.create_task(store.commit(w)) for w in writes[1:]]
+    await asyncio.sleep(0)  # each has joined the group behind the first
+    return [first, *rest]
+
+
+async def assert_log_whole(store: PostgresStore, entries: int) -> None:
+    """The chain verifies, and audit entries and events are numbered without a gap."""
+    audit = await store.list_audit()
+    report = verify_chain(audit, head=await store.audit_head())
+    assert report.ok and report.entries == entries
+    events = await store.list_events()
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+async def test_waiting_writes_go_as_one_group_and_each_gets_its_own(
+    store: PostgresStore,
+) -> None:
+    """Forty inserts at once: groups form, and each caller is told its own entry and event,
+    as the log numbers and chains them."""
+    requests = [approval(session_id=_SLOW), *(approval() for _ in range(39))]
+    tasks = await started(*(insert(r) for r in requests), store=store)
+    results = await asyncio.gather(*tasks)
+    assert store.groups >= 1
+    for request, committed in zip(requests, results, strict=True):
+        assert [e.request.id for e in committed.events] == [request.id]
+        assert [a.request_id for a in committed.audit] == [request.id]
+    told = {a.seq: (a.request_id, a.hash) for c in results for a in c.audit}
+    assert {a.seq: (a.request_id, a.hash) for a in await store.list_audit()} == told
+    told_events = {e.seq: e.request.id for c in results for e in c.events}
+    assert {e.seq: e.request.id for e in await store.list_events()} == told_events
+    for request in requests:
+        assert await store.get_request(request.id) == request
+    await assert_log_whole(store, 40)
+
+
+async def test_a_write_that_clashes_in_a_group_stores_nothing_and_the_rest_commit(
+    store: PostgresStore,
+) -> None:
+    """Two decisions on each of ten requests in one group: one wins each, the other gets
+    VersionConflict; a duplicate insert in the same group gets DuplicateRequest."""
+    requests = [approval() for _ in range(10)]
+    await asyncio.gather(*(store.commit(insert(r)) for r in requests))
+    slow, again = approval(session_id=_SLOW), requests[0]
+    before = store.groups
+    writes = [insert(slow), *(decided(r, s) for r in requests for s in ("approved", "rejected"))]
+    tasks = await started(*writes, insert(again), store=store)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert store.groups > before
+    assert isinstance(results[0], Committed)
+    assert isinstance(results[-1], DuplicateRequest)
+    decisions = results[1:-1]
+    for n, request in enumerate(requests):
+        first, second = decisions[2 * n], decisions[2 * n + 1]
+        assert isinstance(first, Committed) and isinstance(second, VersionConflict)
+        stored = await store.get_request(request.id)
+        assert stored is not None and stored.status == "approved"
+    await assert_log_whole(store, 10 + 1 + 10)
+
+
+async def test_a_write_the_database_refuses_fails_alone(store: PostgresStore) -> None:
+    """The database refuses one insert of a group: the group is rolled back and sent again
+    one by one, so that write fails (nothing of it stored) and the others commit."""
+    good = [approval() for _ in range(6)]
+    bad = approval(session_id=_REFUSED)
+    writes = [insert(approval(session_id=_SLOW)), *(insert(r) for r in (*good[:3], bad, *good[3:]))]
+    tasks = await started(*writes, store=store)
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    refused = results[4]
+    assert isinstance(refused, StoreUnavailable) and "refused by the test" in refused.message
+    assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != 4)
+    assert await store.get_request(bad.id) is None
+    for request in good:
+        assert await store.get_request(request.id) == request
+    await assert_log_whole(store, 7)
+
+
+async def test_a_write_cancelled_before_its_group_left_is_never_sent(
+    store: PostgresStore,
+) -> None:
+    """A caller cancelled while its write waits for the one on its way: nothing of it is
+    stored; the others in its group commit."""
+    kept, dropped = approval(), approval()
+    tasks = await started(
+        insert(approval(session_id=_SLOW)), insert(dropped), insert(kept), store=store
+    )
+    tasks[1].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[1], asyncio.CancelledError)
+    assert isinstance(results[0], Committed) and isinstance(results[2], Committed)
+    assert await store.get_request(dropped.id) is None
+    assert await store.get_request(kept.id) == kept
+    await assert_log_whole(store, 2)
+
+
+async def test_closing_sends_the_writes_already_waiting(store: PostgresStore) -> None:
+    """A close while a group waits behind the write on its way: every one of them commits
+    before the connections close."""
+    requests = [approval(session_id=_SLOW), *(approval() for _ in range(5))]
+    tasks = await started(*(insert(r) for r in requests), store=store)
+    await store.close()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, Committed) for r in results), results
+    await store.open()
+    for request in requests:
+        assert await store.get_request(request.id) == request
+    await assert_log_whole(store, 6)
