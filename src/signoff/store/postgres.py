@@ -210,6 +210,7 @@ class PostgresStore:
         self._sending = False  # a write of the one-statement kind is on its way
         self._idle: asyncio.Event | None = None  # set once none is (made in the pool's loop)
         self._queued: list[_Queued] = []  # those waiting for it, sent next as one group
+        # the task sending them, held here: the event loop keeps only a weak reference
         self._flusher: asyncio.Task[None] | None = None
         self.groups = 0
         """How many groups of more than one write were sent (for tests and benchmarks)."""
@@ -380,7 +381,7 @@ class PostgresStore:
                 except _GroupRefused:  # rolled back as a whole: each alone, to find the culprit
                     outcomes = [await self._alone(q.statement) for q in group]
                 except Exception as exc:
-                    outcomes = [_copied(exc)] * len(group)
+                    outcomes = [exc] * len(group)
                 for queued, outcome in zip(group, outcomes, strict=True):
                     if queued.done.done():
                         continue  # its caller was cancelled while it was on its way
@@ -424,63 +425,65 @@ class PostgresStore:
         """Commit these writes of one statement as one transaction, in order: for each, what
         it committed, or None when its request clashed or moved on (it stored nothing)."""
         sql = group[0].sql
-        for attempt in range(2):
-            pool = self._open_pool()
-            committing = False
-            try:
-                conn = await pool.acquire()
-                try:
-                    # the statements are their own transaction: sending them is committing
-                    committing = not conn.is_closed()
-                    if len(group) == 1:
-                        rows = await conn.fetch(sql, *group[0].values, 0)
-                    else:
-                        numbered = [(*s.values, n) for n, s in enumerate(group)]
-                        rows = await conn.fetchmany(sql, numbered)
-                finally:
-                    await _release(pool, conn)
-            except _FAILURES as exc:
-                if attempt == 0 and not committing and _lost(exc):
-                    await self._renew(pool)
-                    continue
-                if len(group) > 1 and isinstance(exc, asyncpg.PostgresError) and not _lost(exc):
-                    raise _GroupRefused from exc
-                raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
-            if len(group) > 1:
-                self.groups += 1
-            appended = {row[0]: row[1] for row in rows}
-            outcomes: list[Committed | None] = []
-            for n, statement in enumerate(group):
-                if n not in appended:
-                    outcomes.append(None)
-                    continue
-                committed = statement.committed(appended[n])
-                self._recent.add(committed.events)
-                outcomes.append(committed)
-            return outcomes
-        raise AssertionError("unreachable")
+
+        async def run(conn: Any, commit: _Commit) -> list[Any]:
+            # the statements are their own transaction: sending them is committing
+            commit.sent = not conn.is_closed()
+            if len(group) == 1:
+                return list(await conn.fetch(sql, *group[0].values, 0))
+            return list(await conn.fetchmany(sql, [(*s.values, n) for n, s in enumerate(group)]))
+
+        rows = await self._writing(run, group=len(group) > 1)
+        if len(group) > 1:
+            self.groups += 1
+        appended = {row[0]: row[1] for row in rows}
+        outcomes: list[Committed | None] = []
+        for n, statement in enumerate(group):
+            if n not in appended:
+                outcomes.append(None)
+                continue
+            committed = statement.committed(appended[n])
+            self._recent.add(committed.events)
+            outcomes.append(committed)
+        return outcomes
 
     async def _in_transaction(self, write: Write) -> Committed:
         """A write that takes more than one statement, in an explicit transaction."""
+
+        async def run(conn: Any, commit: _Commit) -> Committed:
+            async with conn.transaction():  # COMMIT is sent on leaving the block
+                committed = await _apply(conn, write)
+                commit.sent = True
+            return committed
+
+        committed = await self._writing(run)
+        self._recent.add(committed.events)
+        return committed
+
+    async def _writing(
+        self, run: Callable[[Any, _Commit], Awaitable[_T]], *, group: bool = False
+    ) -> _T:
+        """``run`` a write on a pooled connection. A connection lost before ``run`` marked
+        its COMMIT as sent took the transaction with it: it runs once more, on another.
+        Any other failure is StoreUnavailable, or, when the database refused a ``group``
+        (rolled back whole), _GroupRefused."""
         for attempt in range(2):
             pool = self._open_pool()
-            committing = False
+            commit = _Commit()
             try:
                 conn = await pool.acquire()
                 try:
-                    async with conn.transaction():  # COMMIT is sent on leaving the block
-                        committed = await _apply(conn, write)
-                        committing = True
-                    self._recent.add(committed.events)
+                    return await run(conn, commit)
                 finally:
                     await _release(pool, conn)
-                return committed
             except SignoffError:
                 raise
             except _FAILURES as exc:
-                if attempt == 0 and not committing and _lost(exc):
+                if attempt == 0 and not commit.sent and _lost(exc):
                     await self._renew(pool)
                     continue
+                if group and isinstance(exc, asyncpg.PostgresError) and not _lost(exc):
+                    raise _GroupRefused from exc
                 raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
         raise AssertionError("unreachable")
 
@@ -1042,6 +1045,13 @@ class _Queued:
 
     statement: _Statement
     done: asyncio.Future[Committed | None]
+
+
+@dataclass
+class _Commit:
+    """Whether a write's COMMIT may be on its way: a lost connection is then not retried."""
+
+    sent: bool = False
 
 
 class _GroupRefused(Exception):
