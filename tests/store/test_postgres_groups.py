@@ -73,6 +73,12 @@ async def started(*writes: Write, store: PostgresStore) -> list[asyncio.Task[Com
     return [first, *rest]
 
 
+async def assert_stored(store: PostgresStore, requests: list[ApprovalRequest]) -> None:
+    """Each of these requests is stored as it was written."""
+    for request in requests:
+        assert await store.get_request(request.id) == request
+
+
 async def assert_log_whole(store: PostgresStore, entries: int) -> None:
     """The chain verifies, and audit entries and events are numbered without a gap."""
     audit = await store.list_audit()
@@ -98,8 +104,7 @@ async def test_waiting_writes_go_as_one_group_and_each_gets_its_own(
     assert {a.seq: (a.request_id, a.hash) for a in await store.list_audit()} == told
     told_events = {e.seq: e.request.id for c in results for e in c.events}
     assert {e.seq: e.request.id for e in await store.list_events()} == told_events
-    for request in requests:
-        assert await store.get_request(request.id) == request
+    await assert_stored(store, requests)
     await assert_log_whole(store, 40)
 
 
@@ -139,8 +144,7 @@ async def test_a_write_the_database_refuses_fails_alone(store: PostgresStore) ->
     assert isinstance(refused, StoreUnavailable) and "refused by the test" in refused.message
     assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != 4)
     assert await store.get_request(bad.id) is None
-    for request in good:
-        assert await store.get_request(request.id) == request
+    await assert_stored(store, good)
     await assert_log_whole(store, 7)
 
 
@@ -171,6 +175,5 @@ async def test_closing_sends_the_writes_already_waiting(store: PostgresStore) ->
     results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, Committed) for r in results), results
     await store.open()
-    for request in requests:
-        assert await store.get_request(request.id) == request
+    await assert_stored(store, requests)
     await assert_log_whole(store, 6)
