@@ -13,7 +13,7 @@ from signoff.domain.events import EventDraft
 from signoff.domain.requests import ApprovalRequest
 from signoff.errors import StoreUnavailable
 from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
-from tests.conftest import drop_schema, new_schema, pg_execute, postgres_dsn
+from tests.conftest import drop_schema, new_schema, pg_execute, pg_fetchval, postgres_dsn
 from tests.store.test_store_suite import T0, approval, insert
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
@@ -164,6 +164,38 @@ async def test_a_write_cancelled_before_its_group_left_is_never_sent(
     assert await store.get_request(dropped.id) is None
     assert await store.get_request(kept.id) == kept
     await assert_log_whole(store, 2)
+
+
+async def test_a_group_whose_connection_is_cut_fails_whole_and_stores_nothing(
+    store: PostgresStore,
+) -> None:
+    """The connection of a group on its way is terminated: its COMMIT may have been sent,
+    so no write of it is tried again; each caller gets StoreUnavailable, and the database
+    (which rolled the group back) holds none of them."""
+    first, slow, *rest = [approval(session_id=_SLOW), approval(session_id=_SLOW)] + [
+        approval() for _ in range(3)
+    ]
+    tasks = await started(*(insert(r) for r in (first, slow, *rest)), store=store)
+    assert isinstance(await tasks[0], Committed)
+    dsn = store.dsn
+    pid = None
+    for _ in range(100):  # the group's insert of `slow` sleeps in the trigger
+        pid = await pg_fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND pid = ANY($1)",
+            dsn,
+            list(store._backends),
+        )
+        if pid is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert pid is not None, "the group never reached the database"
+    assert await pg_fetchval("SELECT pg_terminate_backend($1)", dsn, pid)
+    results = await asyncio.gather(*tasks[1:], return_exceptions=True)
+    assert all(isinstance(r, StoreUnavailable) for r in results), results
+    for request in (slow, *rest):
+        assert await store.get_request(request.id) is None
+    await assert_stored(store, [first])
+    await assert_log_whole(store, 1)
 
 
 async def test_closing_sends_the_writes_already_waiting(store: PostgresStore) -> None:
