@@ -25,6 +25,9 @@ _SLOW = "slow"
 it forms while it is on its way."""
 _REFUSED = "refused"
 """The database refuses to insert a request in this session (the trigger below)."""
+_SLOW_UPDATE = "slow-update"
+"""A request in this session takes each update 0.5 s once its row is locked (the trigger
+below: a row trigger runs with the row locked)."""
 
 
 @pytest.fixture
@@ -39,9 +42,12 @@ async def store() -> AsyncIterator[PostgresStore]:
         BEGIN
             IF NEW.session_id = '{_REFUSED}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
             IF NEW.session_id = '{_SLOW}' THEN PERFORM pg_sleep(0.3); END IF;
+            IF TG_OP = 'UPDATE' AND NEW.session_id = '{_SLOW_UPDATE}' THEN
+                PERFORM pg_sleep(0.5);
+            END IF;
             RETURN NEW;
         END $$;
-        CREATE TRIGGER test_trigger BEFORE INSERT ON {schema}.requests
+        CREATE TRIGGER test_trigger BEFORE INSERT OR UPDATE ON {schema}.requests
             FOR EACH ROW EXECUTE FUNCTION {schema}.test_trigger();
         """,
         dsn,
@@ -209,3 +215,47 @@ async def test_closing_sends_the_writes_already_waiting(store: PostgresStore) ->
     await store.open()
     await assert_stored(store, requests)
     await assert_log_whole(store, 6)
+
+
+async def deadlocks(dsn: str) -> int:
+    """The deadlocks PostgreSQL has found in this database so far."""
+    found = await pg_fetchval(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()", dsn
+    )
+    assert isinstance(found, int)
+    return found
+
+
+async def test_a_group_and_another_servers_write_never_deadlock(store: PostgresStore) -> None:
+    """Another server's write holds a request's row while this server's group decides that
+    request and another. Every write takes the log head before any request row, so neither
+    waits for the other while holding what the other needs: PostgreSQL finds no deadlock
+    (it would break one after a second, failing a write or sending a group again alone),
+    one decision wins, the other gets VersionConflict."""
+    other = PostgresStore(store.dsn, schema=store.schema)
+    await other.open()
+    held, free = approval(session_id=_SLOW_UPDATE), approval()
+    for request in (held, free):
+        await store.commit(insert(request))
+    before = await deadlocks(store.dsn)
+    try:
+        lone = asyncio.create_task(other.commit(decided(held, "rejected")))
+        await asyncio.sleep(0.1)  # its update holds the row, in the trigger's sleep
+        tasks = await started(
+            insert(approval(session_id=_SLOW)),
+            decided(free, "approved"),
+            decided(held, "approved"),
+            store=store,
+        )
+        results = await asyncio.gather(lone, *tasks, return_exceptions=True)
+    finally:
+        await other.close()
+        await store.close()  # their backends end, and report their counts as they do
+    assert [type(r) for r in results] == [Committed, Committed, Committed, VersionConflict]
+    for _ in range(20):
+        assert await deadlocks(store.dsn) == before, "PostgreSQL found a deadlock"
+        await asyncio.sleep(0.1)
+    await store.open()
+    stored = await store.get_request(held.id)
+    assert stored is not None and stored.status == "rejected"
+    await assert_log_whole(store, 2 + 1 + 2)

@@ -450,8 +450,12 @@ class PostgresStore:
     async def _in_transaction(self, write: Write) -> Committed:
         """A write that takes more than one statement, in an explicit transaction."""
 
+        head_first = bool(write.insert or write.update or write.audit or write.events)
+
         async def run(conn: Any, commit: _Commit) -> Committed:
             async with conn.transaction():  # COMMIT is sent on leaving the block
+                if head_first:  # before any row it locks (see _HEAD_FIRST)
+                    await conn.execute(_HEAD_FIRST)
                 committed = await _apply(conn, write)
                 commit.sent = True
             return committed
@@ -826,12 +830,34 @@ def _upsert_sql(table: tables.Table[Any]) -> str:
     return f"{tables.insert_sql(table, tables.numbered)} ON CONFLICT (id) DO UPDATE SET {replaced}"
 
 
+# Every write that changes a request or appends to the logs takes the log_head lock before
+# any request row (a lock, or a wait on another transaction's key), and so before it can wait
+# for one: the head first, rows after, in every transaction, so no two of them ever wait for
+# each other (a group of writes, below, changes several rows while it holds the head). A
+# request's insert and update take it in the id they are given: a sub-select locking the
+# head, evaluated once before the row is looked for (an InitPlan).
+_HEAD_FIRST = "SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE"
+
+
+def _head_first(key: int) -> tables.Marks:
+    """``$n``, with the ``key``-th one read through the head's lock."""
+
+    def marks(n: int) -> str:
+        if n == key:
+            return f"(SELECT ${n}::text FROM log_head WHERE id = 1 FOR UPDATE)"
+        return f"${n}"
+
+    return marks
+
+
 # ON CONFLICT without a target covers the id and both idempotency indexes, and waits for a
 # concurrent insert of the same keys to commit or roll back.
 _INSERT_REQUEST = (
-    f"{tables.insert_sql(tables.REQUESTS, tables.numbered)} ON CONFLICT DO NOTHING RETURNING id"
+    f"{tables.insert_sql(tables.REQUESTS, _head_first(1))} ON CONFLICT DO NOTHING RETURNING id"
 )
-_UPDATE_REQUEST = f"{tables.update_sql(tables.REQUESTS, tables.numbered)} RETURNING id"
+_UPDATE_REQUEST = (
+    f"{tables.update_sql(tables.REQUESTS, _head_first(len(tables.REQUESTS.columns)))} RETURNING id"
+)
 _INSERT_TASK = (
     f"{tables.insert_sql(tables.TASKS, tables.numbered)} ON CONFLICT (id) DO NOTHING RETURNING id"
 )
