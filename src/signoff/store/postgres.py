@@ -2,10 +2,12 @@
 
 Each :class:`~signoff.store.base.Write` is one transaction on a pooled connection.
 Requests and tasks change by conditional update (``WHERE version = n - 1``), so two
-servers deciding at once get one winner and one VersionConflict. Every write that appends
-to the audit chain or the event log locks the one ``log_head`` row last, after its own
-rows, and advances it: writers on every server queue there, so audit and event seqs are
-gap-free and become visible in commit order, and the chain links in that same order.
+servers deciding at once get one winner and one VersionConflict. Every write that changes
+a request or appends to the audit chain or the event log locks the one ``log_head`` row
+first, before any request row, and advances it: writers on every server queue there, so
+audit and event seqs are gap-free and become visible in commit order, and the chain links
+in that same order. The head first, rows after, in every transaction: no two writes wait
+for each other, even a group (below) that changes several requests' rows under the head.
 A write that appends events also runs ``pg_notify('signoff_events', <last seq>)`` in its
 transaction, so listeners elsewhere wake exactly when it commits.
 
