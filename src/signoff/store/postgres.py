@@ -846,7 +846,7 @@ def _head_first(key: int) -> tables.Marks:
 
     def marks(n: int) -> str:
         if n == key:
-            return f"(SELECT ${n}::text FROM log_head WHERE id = 1 FOR UPDATE)"
+            return f"(SELECT ${n}::text FROM log_head WHERE id = 1 FOR UPDATE)"  # noqa: S608
         return f"${n}"
 
     return marks
