@@ -10,7 +10,7 @@ import pytest
 
 from signoff.domain.audit import AuditDraft, verify_chain
 from signoff.domain.events import EventDraft
-from signoff.domain.requests import ApprovalRequest
+from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import StoreUnavailable
 from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
 from tests.conftest import drop_schema, new_schema, pg_execute, pg_fetchval, postgres_dsn
@@ -259,3 +259,61 @@ async def test_a_group_and_another_servers_write_never_deadlock(store: PostgresS
     stored = await store.get_request(held.id)
     assert stored is not None and stored.status == "rejected"
     await assert_log_whole(store, 2 + 1 + 2)
+
+
+async def test_three_servers_racing_on_the_same_requests_never_deadlock(
+    store: PostgresStore,
+) -> None:
+    """Three stores on one database (three servers) each decide, then move on, the same
+    twelve requests at once, in orders of their own, with a duplicate submit of each among
+    them: groups form on each, every request gets one winner per version, and PostgreSQL
+    finds no deadlock."""
+    others = [PostgresStore(store.dsn, schema=store.schema) for _ in range(2)]
+    for other in others:
+        await other.open()
+    servers = [store, *others]
+    requests = [approval() for _ in range(12)]
+    await asyncio.gather(*(store.commit(insert(r)) for r in requests))
+    before = await deadlocks(store.dsn)
+    try:
+        for status in ("approved", "rejected"):
+            current = [await store.get_request(r.id) for r in requests]
+            writes = [
+                (server, decided_from(request, status))
+                for n, server in enumerate(servers)
+                for request in (current[n:] + current[:n] if n % 2 else current[::-1])
+                if request is not None
+            ]
+            writes += [(servers[n % 3], insert(r)) for n, r in enumerate(requests)]
+            results = await asyncio.gather(
+                *(server.commit(write) for server, write in writes), return_exceptions=True
+            )
+            won = [
+                w.update.id
+                for (_, w), r in zip(writes, results, strict=True)
+                if w.update and isinstance(r, Committed)
+            ]
+            assert sorted(won) == sorted(r.id for r in requests), results
+            assert all(
+                isinstance(r, (Committed, VersionConflict, DuplicateRequest)) for r in results
+            ), results
+    finally:
+        for other in others:
+            await other.close()
+        await store.close()
+    for _ in range(20):
+        assert await deadlocks(store.dsn) == before, "PostgreSQL found a deadlock"
+        await asyncio.sleep(0.1)
+    await store.open()
+    await assert_log_whole(store, 12 * 3)
+
+
+def decided_from(request: Request, status: str) -> Write:
+    """The write moving ``request`` to its next version as ``status``."""
+    changed = request.model_copy(update={"status": status, "version": request.version + 1})
+    return Write(
+        at=T0 + timedelta(seconds=request.version),
+        update=changed,
+        audit=(AuditDraft(action="decide", actor=status, request_id=request.id),),
+        events=(EventDraft(type="decided", request=changed),),
+    )
