@@ -36,6 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+import asyncpg
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
@@ -97,6 +99,9 @@ class Figures:
     followers_cpu: float = 0.0
     """The servers that only followed (``--ceiling``'s third run): their CPU milliseconds
     per lifecycle, all of them together."""
+    deadlocks: int = 0
+    """The deadlocks PostgreSQL found in the run's databases (each breaks one by failing a
+    write, or sending a group of writes again one by one): none is due."""
 
 
 async def measure(
@@ -194,12 +199,28 @@ async def one_count(
             working, opts.lifecycles, opts.agents, opts.db_pool, shared=how != "apart"
         )
         followed = sum(cpu_seconds(s.process.pid) for s in followers) - before
-        return replace(figures, followers_cpu=followed * 1000 / figures.done)
+        for server in servers:
+            server.stop()  # their backends end, and report their counts as they do
+        await asyncio.sleep(0.5)
+        found = sum([await deadlocks(url) for url in urls])
+        return replace(figures, followers_cpu=followed * 1000 / figures.done, deadlocks=found)
     finally:
         for server in servers:
             server.stop()
         for url in urls:
             await drop_database(opts.dsn, url)
+
+
+async def deadlocks(url: str) -> int:
+    """The deadlocks PostgreSQL has found in this database."""
+    db = await asyncpg.connect(url)
+    try:
+        found: int = await db.fetchval(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )
+    finally:
+        await db.close()
+    return found
 
 
 async def run(opts: argparse.Namespace) -> None:
@@ -233,6 +254,7 @@ async def run(opts: argparse.Namespace) -> None:
             + f"  PostgreSQL's CPU {f.database_cpu:4.1f} ms/lifecycle"
             f"  agents' CPU {f.client_cpu:4.1f} ms/lifecycle"
             f"  machine busy {100 * f.busy:3.0f}% of its cores"
+            f"  deadlocks {f.deadlocks}"
         )
 
 
