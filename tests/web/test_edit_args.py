@@ -20,7 +20,7 @@ from tests.serving import Server, agent_token, free_port, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Agent, need_chromium, sign_in
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Dialog, Page
+    from playwright.sync_api import Dialog, Page, Route
 
 XSS = "<img src=x onerror=alert(1)>"
 RLO = "\u202e"
@@ -207,6 +207,41 @@ def test_typed_fields_from_the_schema_with_its_errors_beside_them(setup: Setup) 
         "level": "high",
         "options": {"a": 2, "b": [True]},
     }
+
+
+def test_a_preview_answered_after_a_later_edit_is_never_shown_to_approve(setup: Setup) -> None:
+    """The preview for count 4 is held back until the person has typed count 5: when it
+    comes, it is not shown and nothing can be approved until the preview for 5 is on
+    screen; what the agent gets is 5 (CI once saw the stale preview approved)."""
+    page = setup.page
+    request_id = _edit_in_inbox(setup, "deploy", {"count": 3})
+    waited = setup.agent.wait_in_background(request_id)
+    card = _card(request_id)
+    held: list[Route] = []
+
+    def hold_the_first(route: Route) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/preview", hold_the_first)
+    page.fill(_field(card, "count"), "4")
+    for _ in range(100):  # the debounced preview for 4 is asked for, and held
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1
+    page.fill(_field(card, "count"), "5")
+    held[0].continue_()  # the answer for 4 arrives after the edit to 5
+    page.wait_for_timeout(100)
+    review = f"{card} [data-role=edit-review]"
+    assert page.locator(f"{card} [data-action=approve-edited]:enabled").count() == 0
+    assert page.get_attribute(review, "aria-busy") == "true"
+    _approve_when_shown(page, card)
+    assert "5" in page.inner_text(review)
+    page.unroute("**/preview")
+    assert waited()["approved_args"] == {"count": 5}
 
 
 def test_without_a_schema_fields_follow_the_values_and_raw_json_edits_the_whole(

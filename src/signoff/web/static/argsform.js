@@ -202,7 +202,8 @@ export function argsEditor(req, approveEdited, card) {
     showOriginal(!answer.preview);
   };
 
-  // the preview on screen must be the one for what is in the fields: asked counts requests
+  // the preview on screen must be the one for what is in the fields: asked counts requests,
+  // and an edit counts too, so an answer for what the fields held before it is never shown
   async function refresh() {
     clearTimeout(timer);
     const mine = ++asked;
@@ -211,12 +212,14 @@ export function argsEditor(req, approveEdited, card) {
     if (got.error) {
       problem.textContent = visible(got.error);
       review.replaceChildren();
+      review.removeAttribute("aria-busy");
       showOriginal(true);
       return;
     }
     if (pretty(got.args) === original) {
       problem.textContent = "nothing changed; use Approve to run the call as proposed";
       review.replaceChildren();
+      review.removeAttribute("aria-busy");
       showOriginal(true);
       return;
     }
@@ -236,7 +239,10 @@ export function argsEditor(req, approveEdited, card) {
 
   function schedule() {
     clearTimeout(timer);
-    // what is shown no longer matches the fields: no approving it until the preview catches up
+    // what is shown no longer matches the fields: no approving it until the preview catches
+    // up, and an answer already on its way (for the fields as they were) is not shown
+    asked++;
+    review.setAttribute("aria-busy", "true");
     for (const b of review.querySelectorAll('[data-action="approve-edited"]')) b.disabled = true;
     timer = setTimeout(refresh, DEBOUNCE_MS);
   }
@@ -270,6 +276,7 @@ export function argsEditor(req, approveEdited, card) {
       clearTimeout(timer);
       asked++;
       review.replaceChildren();
+      review.removeAttribute("aria-busy");
       showOriginal(true);
     } else (rawMode ? text : fieldList.querySelector("textarea, input, select"))?.focus();
   };
