@@ -452,11 +452,15 @@ class PostgresStore:
     async def _in_transaction(self, write: Write) -> Committed:
         """A write that takes more than one statement, in an explicit transaction."""
 
-        head_first = bool(write.insert or write.update or write.audit or write.events)
+        # the head before any row (see _HEAD_FIRST): a request's statement, which _apply runs
+        # first, takes it itself; a write of other rows that appends takes it at the start
+        head_first = (
+            write.insert is None and write.update is None and bool(write.audit or write.events)
+        )
 
         async def run(conn: Any, commit: _Commit) -> Committed:
             async with conn.transaction():  # COMMIT is sent on leaving the block
-                if head_first:  # before any row it locks (see _HEAD_FIRST)
+                if head_first:
                     await conn.execute(_HEAD_FIRST)
                 committed = await _apply(conn, write)
                 commit.sent = True
