@@ -218,28 +218,31 @@ def test_a_preview_answered_after_a_later_edit_is_never_shown_to_approve(setup: 
     waited = setup.agent.wait_in_background(request_id)
     card = _card(request_id)
     held: list[Route] = []
+    page.route("**/preview", lambda route: held.append(route))  # each answered by hand
 
-    def hold_the_first(route: Route) -> None:
-        if held:
-            route.continue_()
-        else:
-            held.append(route)
+    def asked(n: int) -> None:
+        for _ in range(200):  # the debounced preview is asked for, and held
+            if len(held) >= n:
+                return
+            page.wait_for_timeout(50)
+        raise AssertionError(f"preview {n} was never asked for")
 
-    page.route("**/preview", hold_the_first)
-    page.fill(_field(card, "count"), "4")
-    for _ in range(100):  # the debounced preview for 4 is asked for, and held
-        if held:
-            break
-        page.wait_for_timeout(50)
-    assert len(held) == 1
-    page.fill(_field(card, "count"), "5")
-    held[0].continue_()  # the answer for 4 arrives after the edit to 5
-    page.wait_for_timeout(100)
     review = f"{card} [data-role=edit-review]"
+    page.fill(_field(card, "count"), "4")
+    asked(1)
+    page.fill(_field(card, "count"), "5")
+    with page.expect_response("**/preview"):
+        held[0].continue_()  # the answer for 4 arrives after the edit to 5
+    page.wait_for_timeout(200)
     assert page.locator(f"{card} [data-action=approve-edited]:enabled").count() == 0
     assert page.get_attribute(review, "aria-busy") == "true"
-    _approve_when_shown(page, card)
-    assert "5" in page.inner_text(review)
+    assert '"count": 4' not in page.inner_text(review)
+    asked(2)
+    held[1].continue_()  # the answer for 5
+    _wait_until_shown(page, card)
+    shown = page.inner_text(review)
+    assert '"count": 5' in shown and '"count": 4' not in shown
+    page.click(f"{card} [data-action=approve-edited]")
     page.unroute("**/preview")
     assert waited()["approved_args"] == {"count": 5}
 
