@@ -245,3 +245,41 @@ async def test_follower_reads_the_log_once_when_the_page_is_short(tmp_path: Path
         assert await subscription.get(timeout=1) is not None
         assert await follower.poll_once() == 0  # nothing new: one empty read
         assert reads == [1, 0]
+
+
+async def test_the_follower_does_not_read_back_what_this_process_published(
+    tmp_path: Path,
+) -> None:
+    """This process's own commits, on its bus already, are not read from the log again: the
+    read starts after them, and another process's event written between two of them is
+    read and published once."""
+    path = tmp_path / "signoff.db"
+    here = Service(SQLiteStore(path), read_file=None, follow=False)
+    there = Service(SQLiteStore(path), read_file=None, follow=False)
+    async with here, there:
+        reads: list[tuple[int, list[int]]] = []
+        list_events = here.store.list_events
+
+        async def counted(*, after_seq: int, limit: int) -> list[Event]:
+            found = await list_events(after_seq=after_seq, limit=limit)
+            reads.append((after_seq, [e.seq for e in found]))
+            return found
+
+        here.store.list_events = counted  # type: ignore[method-assign,assignment]
+        follower = EventLogFollower(here.store, here.bus, interval=60)  # polled by hand
+        for _ in range(3):  # seqs 1-3, published here as they were committed
+            await here.submit({"session_id": "s", "tool_name": "t"}, AGENT)
+        assert await follower.poll_once() == 0
+        assert reads == [(3, [])]
+        subscription = here.bus.subscribe()
+        await there.submit({"session_id": "s", "tool_name": "t"}, AGENT)  # seq 4, not here
+        await here.submit({"session_id": "s", "tool_name": "t"}, AGENT)  # seq 5
+        assert await follower.poll_once() == 1
+        assert reads[1:] == [(3, [4, 5])]  # 4 is read, and 5 with it (a page is read whole)
+        event = await subscription.get(timeout=1)
+        assert event is not None and event.seq == 5  # published by its own commit, first
+        event = await subscription.get(timeout=1)
+        assert event is not None and event.seq == 4
+        assert await follower.poll_once() == 0
+        assert reads[2:] == [(5, [])]
+        subscription.close()

@@ -47,14 +47,19 @@ class EventLogFollower:
     async def poll_once(self) -> int:
         """Publish what arrived since the last poll; how many events were new here.
 
-        It reads pages of :data:`PAGE` events until one is short: a short page is the end of
-        the log as of that read, so it does not ask again (a second, empty read per poll would
-        double the queries a server makes following the others). What is committed after that
-        read, the next poll reaches: the PostgreSQL follower is woken by its NOTIFY, others
-        poll every ``interval``.
+        It reads pages of :data:`PAGE` events, after those this process published, until one
+        is short: a short page is the end of the log as of that read, so it does not ask
+        again (a second, empty read per poll would double the queries a server makes
+        following the others). What is committed after that read, the next poll reaches:
+        the PostgreSQL follower is woken by its NOTIFY, others poll every ``interval``.
         """
         published = 0
         while True:
+            # what this process published already (its own commits, as they were made) is
+            # not read back: the log's seqs have no gaps, so those are exactly the events a
+            # read would bring and drop
+            while self._bus.already_published(self._cursor + 1):
+                self._cursor += 1
             events = await self._store.list_events(after_seq=self._cursor, limit=PAGE)
             if not events:
                 return published
