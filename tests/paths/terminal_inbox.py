@@ -64,10 +64,8 @@ class TerminalInbox:
         """Press Escape until no dialog is open: one left open must not take the next test's
         keys (the raw JSON editor sits on the field editor, so one Escape may not be enough)."""
         for _ in range(5):
-            if (
-                "Esc cancels" not in self.tmux.screen()
-                and "Esc goes back" not in self.tmux.screen()
-            ):
+            screen = self.tmux.screen()
+            if "Esc cancels" not in screen and "Esc goes back" not in screen:
                 return
             self.keys("Escape")
             time.sleep(0.3)

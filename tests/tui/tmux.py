@@ -27,17 +27,13 @@ class Tmux:
 
     def wait_for(self, text: str, timeout: float = 30.0) -> str:
         """The screen once it shows ``text``."""
-        return self.wait_for_any(text, timeout=timeout)
-
-    def wait_for_any(self, *texts: str, timeout: float = 30.0) -> str:
-        """The screen once it shows any of ``texts``."""
         deadline = time.monotonic() + timeout
         while True:
             screen = self.screen()
-            if any(text in screen for text in texts):
+            if text in screen:
                 return screen
             if time.monotonic() > deadline:
-                raise AssertionError(f"none of {texts!r} appeared; the screen:\n{screen}")
+                raise AssertionError(f"{text!r} never appeared; the screen:\n{screen}")
             time.sleep(0.2)
 
     def type(self, text: str) -> None:
