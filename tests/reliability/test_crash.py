@@ -36,7 +36,7 @@ async def test_kill_9_mid_load_loses_no_acknowledged_decision(
     async with httpx.AsyncClient(base_url=server.base, headers=bearer(admin), timeout=30) as http:
         agent = (await http.post(f"{API}/tokens", json={"name": "bot", "role": "agent"})).json()
         ids = []
-        for n in range(80):
+        for n in range(300):  # enough that a group commit cannot answer them all at once
             body = {"session_id": "k", "tool_name": "t", "tool_args": {"n": n}}
             made = await http.post(f"{API}/requests", json=body, headers=bearer(agent["token"]))
             ids.append(made.json()["id"])
