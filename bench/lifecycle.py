@@ -39,7 +39,16 @@ syncs the service's writes make. One caller's replay bounds what any code making
 writes can reach with one caller; it prints ``plain / (replay + own)``, the ceiling once the
 service's own time is added.
 
-The seven take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
+Two more put those batched statements beside the service, as the store runs them: replayed
+bare on a thread while the service runs ``--concurrency`` callers on the memory store on
+the event loop thread (``side_by_side``), and again with the statements in a process of
+their own. Any SQLite store with a writer thread must do at least both; how much of the
+thread's work was done while the service ran says whether the two overlap on two cores or
+take turns under the GIL. It prints the rate of the two together as the ceiling for
+``--concurrency`` callers with a writer thread, and with a writer process (that one not
+charged for handing the process its writes).
+
+The nine take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
 that other load on the machine, which moves the cost of a disk sync several-fold on a
 shared host, falls on all of them alike; each rate is its lifecycles over its time summed
 over the rounds. ``--profile`` instead runs the service once with one caller and once with
@@ -57,6 +66,8 @@ import cProfile
 import hashlib
 import inspect
 import json
+import multiprocessing
+import multiprocessing.process
 import pstats
 import sqlite3
 import sys
@@ -197,6 +208,10 @@ async def through_service(
     return lifecycles / elapsed
 
 
+Transactions = list[list[tuple[str, Any, bool]]]
+"""Statements with their parameters (and whether ``executemany`` ran them), by transaction."""
+
+
 WRITER = "signoff-sqlite-writer"
 """The name of the SQLite store's writer thread, whose statements :class:`Recorded` keeps."""
 
@@ -211,7 +226,7 @@ class Recorded:
     """
 
     def __init__(self) -> None:
-        self.transactions: list[list[tuple[str, Any, bool]]] = []
+        self.transactions: Transactions = []
         self._on = False
         recorded = self
 
@@ -254,7 +269,7 @@ class Recorded:
         self._on = False
 
 
-def record(path: Path, lifecycles: int, concurrency: int) -> list[list[tuple[str, Any, bool]]]:
+def record(path: Path, lifecycles: int, concurrency: int) -> Transactions:
     """The transactions the SQLite store's writer made for ``lifecycles`` lifecycles with
     ``concurrency`` callers, on a new file at ``path``."""
     recorded = Recorded()
@@ -265,10 +280,22 @@ def record(path: Path, lifecycles: int, concurrency: int) -> list[list[tuple[str
     return recorded.transactions
 
 
-def replayed(path: Path, transactions: list[list[tuple[str, Any, bool]]]) -> float:
+def replayed(path: Path, transactions: Transactions) -> float:
     """Seconds a bare sqlite3 loop takes to run ``transactions`` again, statement for
     statement with the same parameters, on a new file with the store's schema, on the
     store's connection settings: the store's writes with no Python around them."""
+    db = bare_connection(path)
+    try:
+        start = time.perf_counter()
+        replay(db, transactions, [0])
+        return time.perf_counter() - start
+    finally:
+        db.close()
+
+
+def bare_connection(path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection to a new file at ``path`` with the store's schema, on the
+    store's settings (WAL, ``synchronous=FULL``), for the thread that calls this."""
 
     async def create() -> None:
         store = SQLiteStore(path)
@@ -279,17 +306,75 @@ def replayed(path: Path, transactions: list[list[tuple[str, Any, bool]]]) -> flo
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA synchronous = FULL")
     db.execute("PRAGMA foreign_keys = ON")
-    try:
-        start = time.perf_counter()
-        for transaction in transactions:
-            for sql, parameters, many in transaction:
-                if many:
-                    db.executemany(sql, parameters)
-                else:
-                    db.execute(sql, parameters)
-        return time.perf_counter() - start
-    finally:
-        db.close()
+    return db
+
+
+def replay(db: sqlite3.Connection, transactions: Transactions, done: list[int]) -> None:
+    """Run ``transactions`` on ``db``, counting each one finished in ``done[0]``."""
+    for transaction in transactions:
+        for sql, parameters, many in transaction:
+            if many:
+                db.executemany(sql, parameters)
+            else:
+                db.execute(sql, parameters)
+        done[0] += 1
+
+
+def side_by_side(
+    path: Path,
+    transactions: Transactions,
+    lifecycles: int,
+    concurrency: int,
+    *,
+    process: bool = False,
+) -> tuple[float, float]:
+    """The least any SQLite store with a writer thread (or, with ``process``, a writer
+    process) can take for ``lifecycles``: the store's recorded ``transactions`` replayed bare
+    on a thread of their own, as the writer runs them, or in a process of their own, while
+    the service runs them on the memory store with ``concurrency`` callers on this thread's
+    event loop (its own Python and a store's records, chain and dicts). A process is not
+    charged for handing it the writes: what a store would pay for that is left out.
+
+    Returns the seconds until both are done, and the share of the transactions the writer
+    had run when the service was done: near 1 if the two overlap, near 0 if they take turns
+    (each statement a thread runs needs the GIL back, between the loop's switch intervals).
+    """
+    context = multiprocessing.get_context("fork")
+    ready, go = (
+        (context.Event(), context.Event()) if process else (threading.Event(), threading.Event())
+    )
+    done = context.Value("q", 0) if process else _Count()
+
+    def writer() -> None:
+        db = bare_connection(path)
+        try:
+            ready.set()
+            go.wait()
+            for transaction in transactions:
+                replay(db, [transaction], [0])
+                done.value += 1
+        finally:
+            db.close()
+
+    runner: threading.Thread | multiprocessing.process.BaseProcess = (
+        context.Process(target=writer, name="bench-bare-writer")
+        if process
+        else threading.Thread(target=writer, name="bench-bare-writer")
+    )
+    runner.start()
+    ready.wait()
+    start = time.perf_counter()
+    go.set()
+    asyncio.run(through_service(MemoryStore(), lifecycles, concurrency))
+    share = done.value / len(transactions)
+    runner.join()
+    return time.perf_counter() - start, share
+
+
+class _Count:
+    """A count a thread adds to (what ``multiprocessing.Value`` is for a process)."""
+
+    value = 0
 
 
 class StoreTime:
@@ -350,6 +435,9 @@ class Tally:
         """Process CPU seconds less the store's (the memory store's only; else 0)."""
         self.store = 0.0
         """Seconds spent inside the store's methods (the memory store's only; else 0)."""
+        self.shares: list[float] = []
+        """Side by side only: each round's share of the writer thread's transactions run
+        while the service ran."""
 
     def add(self, count: int, seconds: float, cpu: float = 0.0, store: float = 0.0) -> None:
         """Add one round's figures."""
@@ -357,6 +445,12 @@ class Tally:
         self.seconds += seconds
         self.cpu += cpu
         self.store += store
+
+    def add_side_by_side(self, count: int, figures: tuple[float, float]) -> None:
+        """Add one round of :func:`side_by_side`: its seconds and its share."""
+        seconds, share = figures
+        self.add(count, seconds)
+        self.shares.append(share)
 
 
 def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
@@ -370,12 +464,22 @@ def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
 
 
 def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dict[str, Tally]:
-    """What each of the seven did over ``rounds`` turns, in rotating order."""
+    """What each of the nine did over ``rounds`` turns, in rotating order."""
     per_round = max(1, lifecycles // rounds)
     serial = max(1, per_round // 4)
     done = {
         name: Tally()
-        for name in ("plain", "serial", "batched", "memory 1", "memory n", "replay 1", "replay n")
+        for name in (
+            "plain",
+            "serial",
+            "batched",
+            "memory 1",
+            "memory n",
+            "replay 1",
+            "replay n",
+            "side by side",
+            "side by side, process",
+        )
     }
     # the store's own statements, recorded once from a run of each kind, replayed each round
     alone = record(tmp / "recorded-1.db", serial, 1)
@@ -399,6 +503,12 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
         "memory n": lambda path: through_memory(per_round, concurrency, done["memory n"]),
         "replay 1": lambda path: done["replay 1"].add(serial, replayed(path, alone)),
         "replay n": lambda path: done["replay n"].add(per_round, replayed(path, batches)),
+        "side by side": lambda path: done["side by side"].add_side_by_side(
+            per_round, side_by_side(path, batches, per_round, concurrency)
+        ),
+        "side by side, process": lambda path: done["side by side, process"].add_side_by_side(
+            per_round, side_by_side(path, batches, per_round, concurrency, process=True)
+        ),
     }
     order = list(runs)
     for n in range(rounds):
@@ -477,7 +587,7 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
 
 
 def main() -> None:
-    """Run the seven in turns and print lifecycles per second, the ratios and the ceilings."""
+    """Run the nine in turns and print lifecycles per second, the ratios and the ceilings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -552,6 +662,31 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"= {1e3 / own_cpu:.1f} lifecycles/s, over the plain loop's {base:.1f}/s; "
         f"{1e3 / (own_cpu + store_cpu) / base:.2f} if the store's CPU is the memory store's "
         f"({store_cpu:.3f} ms)"
+    )
+    beside = done["side by side"]
+    beside_rate = beside.count / beside.seconds
+    apart = (many.seconds + many.store + batches.seconds) / beside.count * 1e3
+    print(
+        f"side by side: the {concurrency} callers' batched statements replayed bare on a thread "
+        f"while the service runs {concurrency} callers on the memory store on the event loop, "
+        f"as a writer thread runs beside the loop: {beside.seconds / beside.count * 1e3:.3f} ms "
+        f"a lifecycle until both are done (one after the other: {apart:.3f} ms); the thread had "
+        f"run {', '.join(f'{100 * share:.0f}%' for share in beside.shares)} of its "
+        f"transactions when the service was done"
+    )
+    print(
+        f"{concurrency} callers: ceiling with a writer thread: {beside_rate / base:.2f} "
+        f"(target 1.50) = {beside_rate:.1f} lifecycles/s side by side, over the plain loop's "
+        f"{base:.1f}/s"
+    )
+    apart_process = done["side by side, process"]
+    print(
+        f"{concurrency} callers: the same with the statements in a process of their own (as a "
+        f"writer process would run them, not charged for being handed the writes): "
+        f"{apart_process.seconds / apart_process.count * 1e3:.3f} ms a lifecycle, the process "
+        f"had run {', '.join(f'{100 * share:.0f}%' for share in apart_process.shares)} when the "
+        f"service was done; ceiling "
+        f"{apart_process.count / apart_process.seconds / base:.2f} (target 1.50)"
     )
 
 

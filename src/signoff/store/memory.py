@@ -179,6 +179,8 @@ class MemoryStore:
         requested_by: str,
         idempotency_key: str | None,
     ) -> Request | None:
+        if tool_call_id is None and idempotency_key is None:
+            return None  # nothing to repeat: no scan of every request
         for existing in self._requests.values():
             if (
                 tool_call_id is not None
