@@ -13,6 +13,9 @@ from typing import Any
 from tests.paths.scenarios import OPTIONS, PathsServer
 from tests.tui.tmux import Tmux
 
+_DIALOG_MARKS = ("Esc cancels", "Esc goes back", "edit the args of")
+"""What only an open dialog shows on the inbox's screen."""
+
 
 class TerminalInbox:
     """``signoff inbox`` on the server's SQLite file, in a tmux window, as the local admin."""
@@ -62,10 +65,11 @@ class TerminalInbox:
 
     def _close_dialogs(self) -> None:
         """Press Escape until no dialog is open: one left open must not take the next test's
-        keys (the raw JSON editor sits on the field editor, so one Escape may not be enough)."""
+        keys (the raw JSON editor sits on the field editor, so one Escape may not be enough;
+        its hint can be below the screen's last line, so its title counts too)."""
         for _ in range(5):
             screen = self.tmux.screen()
-            if "Esc cancels" not in screen and "Esc goes back" not in screen:
+            if not any(mark in screen for mark in _DIALOG_MARKS):
                 return
             self.keys("Escape")
             time.sleep(0.3)
@@ -110,9 +114,11 @@ class TerminalInbox:
         for attempt in range(3):
             self.keys("F7")  # select all: the typed JSON replaces the proposal
             self.tmux.tmux("send-keys", "-t", self.tmux.session, "-l", typed)
-            self.tmux.wait_for(typed)
-            self.keys("C-s")  # the edit's diff, made again, to confirm
             try:
+                # typed after the proposal, the line can be wider than the editor, which then
+                # shows only its end: not there as typed either
+                self.tmux.wait_for(typed, timeout=10.0)
+                self.keys("C-s")  # the edit's diff, made again, to confirm
                 self.tmux.wait_for("Enter approves the edited call", timeout=15.0)
                 return
             except AssertionError:
