@@ -78,7 +78,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from signoff.bus.local import LocalBus
 from signoff.domain.principals import Principal
@@ -287,7 +287,7 @@ def replayed(path: Path, transactions: Transactions) -> float:
     db = bare_connection(path)
     try:
         start = time.perf_counter()
-        replay(db, transactions, [0])
+        replay(db, transactions, _Count())
         return time.perf_counter() - start
     finally:
         db.close()
@@ -309,15 +309,21 @@ def bare_connection(path: Path) -> sqlite3.Connection:
     return db
 
 
-def replay(db: sqlite3.Connection, transactions: Transactions, done: list[int]) -> None:
-    """Run ``transactions`` on ``db``, counting each one finished in ``done[0]``."""
+class Count(Protocol):
+    """How many transactions a replay has run so far."""
+
+    value: int
+
+
+def replay(db: sqlite3.Connection, transactions: Transactions, done: Count) -> None:
+    """Run ``transactions`` on ``db``, counting each one finished in ``done``."""
     for transaction in transactions:
         for sql, parameters, many in transaction:
             if many:
                 db.executemany(sql, parameters)
             else:
                 db.execute(sql, parameters)
-        done[0] += 1
+        done.value += 1
 
 
 def side_by_side(
@@ -343,16 +349,14 @@ def side_by_side(
     ready, go = (
         (context.Event(), context.Event()) if process else (threading.Event(), threading.Event())
     )
-    done = context.Value("q", 0) if process else _Count()
+    done: Count = context.Value("q", 0) if process else _Count()
 
     def writer() -> None:
         db = bare_connection(path)
         try:
             ready.set()
             go.wait()
-            for transaction in transactions:
-                replay(db, [transaction], [0])
-                done.value += 1
+            replay(db, transactions, done)
         finally:
             db.close()
 
@@ -372,7 +376,7 @@ def side_by_side(
 
 
 class _Count:
-    """A count a thread adds to (what ``multiprocessing.Value`` is for a process)."""
+    """A count in this process (``multiprocessing.Value`` is the one a process adds to)."""
 
     value = 0
 
@@ -436,8 +440,8 @@ class Tally:
         self.store = 0.0
         """Seconds spent inside the store's methods (the memory store's only; else 0)."""
         self.shares: list[float] = []
-        """Side by side only: each round's share of the writer thread's transactions run
-        while the service ran."""
+        """Side by side only: each round's share of the writer's transactions (a thread's or
+        a process's) run while the service ran."""
 
     def add(self, count: int, seconds: float, cpu: float = 0.0, store: float = 0.0) -> None:
         """Add one round's figures."""
