@@ -456,6 +456,10 @@ class Tally:
         self.add(count, seconds)
         self.shares.append(share)
 
+    def shares_text(self) -> str:
+        """Each round's share, as percentages."""
+        return ", ".join(f"{100 * share:.0f}%" for share in self.shares)
+
 
 def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
     """The service on the in-memory store: add its own time and CPU to ``tally``."""
@@ -675,22 +679,20 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"while the service runs {concurrency} callers on the memory store on the event loop, "
         f"as a writer thread runs beside the loop: {beside.seconds / beside.count * 1e3:.3f} ms "
         f"a lifecycle until both are done (one after the other: {apart:.3f} ms); the thread had "
-        f"run {', '.join(f'{100 * share:.0f}%' for share in beside.shares)} of its "
-        f"transactions when the service was done"
+        f"run {beside.shares_text()} of its transactions when the service was done"
     )
     print(
         f"{concurrency} callers: ceiling with a writer thread: {beside_rate / base:.2f} "
         f"(target 1.50) = {beside_rate:.1f} lifecycles/s side by side, over the plain loop's "
         f"{base:.1f}/s"
     )
-    apart_process = done["side by side, process"]
+    beside_process = done["side by side, process"]
     print(
         f"{concurrency} callers: the same with the statements in a process of their own (as a "
         f"writer process would run them, not charged for being handed the writes): "
-        f"{apart_process.seconds / apart_process.count * 1e3:.3f} ms a lifecycle, the process "
-        f"had run {', '.join(f'{100 * share:.0f}%' for share in apart_process.shares)} when the "
-        f"service was done; ceiling "
-        f"{apart_process.count / apart_process.seconds / base:.2f} (target 1.50)"
+        f"{beside_process.seconds / beside_process.count * 1e3:.3f} ms a lifecycle, the process "
+        f"had run {beside_process.shares_text()} when the service was done; ceiling "
+        f"{beside_process.count / beside_process.seconds / base:.2f} (target 1.50)"
     )
 
 
