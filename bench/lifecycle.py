@@ -46,9 +46,12 @@ their own. Any SQLite store with a writer thread must do at least both; how much
 thread's work was done while the service ran says whether the two overlap on two cores or
 take turns under the GIL. It prints the rate of the two together as the ceiling for
 ``--concurrency`` callers with a writer thread, and with a writer process (that one not
-charged for handing the process its writes).
+charged for handing the process its writes). A tenth charges it (``handed_over``): each
+batched transaction is pickled and written to a socket by the event loop while the service
+runs there, and the process's answer read back there, as a writer-process store would hand
+its writes over.
 
-The nine take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
+The ten take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
 that other load on the machine, which moves the cost of a disk sync several-fold on a
 shared host, falls on all of them alike; each rate is its lifecycles over its time summed
 over the rounds. ``--profile`` instead runs the service once with one caller and once with
@@ -68,7 +71,9 @@ import inspect
 import json
 import multiprocessing
 import multiprocessing.process
+import pickle
 import pstats
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -375,6 +380,87 @@ def side_by_side(
     return time.perf_counter() - start, share
 
 
+def handed_over(
+    path: Path, transactions: Transactions, lifecycles: int, concurrency: int
+) -> tuple[float, float]:
+    """As :func:`side_by_side` with a process, the writer process charged for being handed
+    its writes as a store would hand them: each transaction pickled and written to a socket
+    by this thread's event loop while the service runs there, and the process's answer (each
+    statement's rowid) read back and unpickled there. Every transaction is handed over as
+    soon as the run starts, so the process never waits for the loop: what is charged is the
+    hand-over's cost to the loop, not the two waiting for each other, and the figure stays a
+    ceiling.
+
+    Returns the seconds until both are done, and the share of the answers read when the
+    service was done.
+    """
+    ours, theirs = socket.socketpair()
+    process = multiprocessing.get_context("fork").Process(
+        target=_write_handed, args=(path, theirs), name="bench-writer-process"
+    )
+    process.start()
+    theirs.close()
+    if ours.recv(1) != b"r":
+        raise SystemExit("the writer process did not start")
+
+    async def both() -> float:
+        reader, writer = await asyncio.open_connection(sock=ours)
+        answered = 0
+
+        async def hand_over() -> None:
+            nonlocal answered
+            for transaction in transactions:
+                body = pickle.dumps(transaction)
+                writer.write(len(body).to_bytes(8, "little") + body)
+            writer.write(bytes(8))  # size 0: no more
+            for _ in transactions:
+                size = int.from_bytes(await reader.readexactly(8), "little")
+                pickle.loads(await reader.readexactly(size))  # noqa: S301 - our own process
+                answered += 1
+            writer.close()
+
+        handing = asyncio.create_task(hand_over())
+        await through_service(MemoryStore(), lifecycles, concurrency)
+        share = answered / len(transactions)
+        await handing
+        return share
+
+    start = time.perf_counter()
+    share = asyncio.run(both())
+    process.join()
+    return time.perf_counter() - start, share
+
+
+def _write_handed(path: Path, sock: socket.socket) -> None:
+    """The writer process of :func:`handed_over`: runs each transaction it is handed and
+    answers each statement's rowid, until it is handed an empty one."""
+    db = bare_connection(path)
+    try:
+        sock.sendall(b"r")
+        while size := int.from_bytes(_exactly(sock, 8), "little"):
+            transaction = pickle.loads(_exactly(sock, size))  # noqa: S301 - our own process
+            rowids = []
+            for sql, parameters, many in transaction:
+                cursor = db.executemany(sql, parameters) if many else db.execute(sql, parameters)
+                rowids.append(cursor.lastrowid)
+            answer = pickle.dumps(rowids)
+            sock.sendall(len(answer).to_bytes(8, "little") + answer)
+    finally:
+        db.close()
+        sock.close()
+
+
+def _exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from ``sock`` (a closed socket gives what it has: none, as the end)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
+
+
 class _Count:
     """A count in this process (``multiprocessing.Value`` is the one a process adds to)."""
 
@@ -472,7 +558,7 @@ def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
 
 
 def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dict[str, Tally]:
-    """What each of the nine did over ``rounds`` turns, in rotating order."""
+    """What each of the ten did over ``rounds`` turns, in rotating order."""
     per_round = max(1, lifecycles // rounds)
     serial = max(1, per_round // 4)
     done = {
@@ -487,6 +573,7 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
             "replay n",
             "side by side",
             "side by side, process",
+            "handed over",
         )
     }
     # the store's own statements, recorded once from a run of each kind, replayed each round
@@ -516,6 +603,9 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
         ),
         "side by side, process": lambda path: done["side by side, process"].add_side_by_side(
             per_round, side_by_side(path, batches, per_round, concurrency, process=True)
+        ),
+        "handed over": lambda path: done["handed over"].add_side_by_side(
+            per_round, handed_over(path, batches, per_round, concurrency)
         ),
     }
     order = list(runs)
@@ -595,7 +685,7 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
 
 
 def main() -> None:
-    """Run the nine in turns and print lifecycles per second, the ratios and the ceilings."""
+    """Run the ten in turns and print lifecycles per second, the ratios and the ceilings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -693,6 +783,14 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"{beside_process.seconds / beside_process.count * 1e3:.3f} ms a lifecycle, the process "
         f"had run {beside_process.shares_text()} when the service was done; ceiling "
         f"{beside_process.count / beside_process.seconds / base:.2f} (target 1.50)"
+    )
+    handed = done["handed over"]
+    print(
+        f"{concurrency} callers: the same, the process handed each transaction as a store "
+        f"would (pickled and written to a socket by the event loop beside the service, its "
+        f"answer read back there): {handed.seconds / handed.count * 1e3:.3f} ms a lifecycle, "
+        f"{handed.shares_text()} answered when the service was done; ceiling with a writer "
+        f"process {handed.count / handed.seconds / base:.2f} (target 1.50)"
     )
 
 
