@@ -394,7 +394,7 @@ def handed_over(
     Returns the seconds until both are done, and the share of the answers read when the
     service was done.
     """
-    ours, theirs = socket.socketpair()
+    ours, theirs = _hand_over_pair()
     process = multiprocessing.get_context("fork").Process(
         target=_write_handed, args=(path, theirs), name="bench-writer-process"
     )
@@ -429,6 +429,21 @@ def handed_over(
     share = asyncio.run(both())
     process.join()
     return time.perf_counter() - start, share
+
+
+HAND_OVER_BUFFER = 16 << 20
+"""The socket buffers :func:`handed_over` asks for; the kernel gives at most
+``net.core.wmem_max`` and ``rmem_max`` (doubled)."""
+
+
+def _hand_over_pair() -> tuple[socket.socket, socket.socket]:
+    """A connected pair, the loop's end sending and the process's receiving through the
+    largest buffers the system gives: a round's transactions are several MB, and through the
+    default 208 KB the process, having emptied it, waits for the loop's next turn to refill it."""
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, HAND_OVER_BUFFER)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, HAND_OVER_BUFFER)
+    return ours, theirs
 
 
 def _write_handed(path: Path, sock: socket.socket) -> None:
@@ -785,10 +800,17 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"{beside_process.count / beside_process.seconds / base:.2f} (target 1.50)"
     )
     handed = done["handed over"]
+    ours, theirs = _hand_over_pair()
+    with ours, theirs:
+        buffers = (
+            ours.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+            theirs.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+        )
     print(
         f"{concurrency} callers: the same, the process handed each transaction as a store "
         f"would (pickled and written to a socket by the event loop beside the service, its "
-        f"answer read back there): {handed.seconds / handed.count * 1e3:.3f} ms a lifecycle, "
+        f"answer read back there; socket buffers {buffers[0] >> 10} and {buffers[1] >> 10} KB): "
+        f"{handed.seconds / handed.count * 1e3:.3f} ms a lifecycle, "
         f"{handed.shares_text()} answered when the service was done; ceiling with a writer "
         f"process {handed.count / handed.seconds / base:.2f} (target 1.50)"
     )
