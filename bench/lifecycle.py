@@ -394,7 +394,7 @@ def handed_over(
     Returns the seconds until both are done, and the share of the answers read when the
     service was done.
     """
-    ours, theirs = _hand_over_pair()
+    ours, theirs = hand_over_pair()
     process = multiprocessing.get_context("fork").Process(
         target=_write_handed, args=(path, theirs), name="bench-writer-process"
     )
@@ -432,11 +432,11 @@ def handed_over(
 
 
 HAND_OVER_BUFFER = 16 << 20
-"""The socket buffers :func:`handed_over` asks for; the kernel gives at most
+"""The socket buffers :func:`hand_over_pair` asks for; the kernel gives at most
 ``net.core.wmem_max`` and ``rmem_max`` (doubled)."""
 
 
-def _hand_over_pair() -> tuple[socket.socket, socket.socket]:
+def hand_over_pair() -> tuple[socket.socket, socket.socket]:
     """A connected pair, the loop's end sending and the process's receiving through the
     largest buffers the system gives: a round's transactions are several MB, and through the
     default 208 KB the process, having emptied it, waits for the loop's next turn to refill it."""
@@ -450,10 +450,11 @@ def _write_handed(path: Path, sock: socket.socket) -> None:
     """The writer process of :func:`handed_over`: runs each transaction it is handed and
     answers each statement's rowid, until it is handed an empty one."""
     db = bare_connection(path)
+    stream = sock.makefile("rb")  # reads all it is asked for, or what is left at the end
     try:
         sock.sendall(b"r")
-        while size := int.from_bytes(_exactly(sock, 8), "little"):
-            transaction = pickle.loads(_exactly(sock, size))  # noqa: S301 - our own process
+        while size := int.from_bytes(stream.read(8), "little"):
+            transaction = pickle.loads(stream.read(size))  # noqa: S301 - our own process
             rowids = []
             for sql, parameters, many in transaction:
                 cursor = db.executemany(sql, parameters) if many else db.execute(sql, parameters)
@@ -463,17 +464,6 @@ def _write_handed(path: Path, sock: socket.socket) -> None:
     finally:
         db.close()
         sock.close()
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    """``size`` bytes from ``sock`` (a closed socket gives what it has: none, as the end)."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
 
 
 class _Count:
@@ -800,7 +790,7 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
         f"{beside_process.count / beside_process.seconds / base:.2f} (target 1.50)"
     )
     handed = done["handed over"]
-    ours, theirs = _hand_over_pair()
+    ours, theirs = hand_over_pair()
     with ours, theirs:
         buffers = (
             ours.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),

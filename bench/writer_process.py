@@ -43,7 +43,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifecycle import CpuClock, plain_sqlite, through_service
+from lifecycle import CpuClock, hand_over_pair, plain_sqlite, through_service
 
 from signoff.domain.audit import AuditDraft, committed_entry
 from signoff.domain.events import Event
@@ -51,9 +51,6 @@ from signoff.domain.requests import ApprovalRequest
 from signoff.store import sqlite_writes, tables
 from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
 from signoff.store.sqlite import SQLiteStore
-
-BUFFER = 16 << 20
-"""The socket buffers asked for (the kernel gives at most ``net.core.wmem_max``, doubled)."""
 
 Insert = tuple[tuple[object, ...], tuple[str, str | None, str, str | None]]
 """A new request's row, and what its duplicate is looked up by."""
@@ -183,10 +180,7 @@ class ProcessStore(SQLiteStore):
     async def open(self) -> None:
         """The store as it is (schema, readers), then the writer process."""
         await super().open()
-        ours, theirs = socket.socketpair()
-        for sock in (ours, theirs):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
+        ours, theirs = hand_over_pair()
         self._process = multiprocessing.get_context("fork").Process(
             target=_writer, args=(self.path, theirs, self.busy), name="bench-writer-process"
         )
