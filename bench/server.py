@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import os
@@ -63,6 +64,9 @@ from serving import (
 PEGGED = 0.9
 """A client process using more than this share of a core may be slowing the measurement."""
 
+SATURATED = 0.9
+"""The share of the machine's cores busy past which its processes queue for one."""
+
 CLIENT_NICE = 10
 """The WebSocket client processes' niceness: below the server, which they stand in front of."""
 
@@ -75,21 +79,32 @@ def ws_clients(port: int, token: str, count: int, pipe: Connection) -> None:
 
 async def _ws_clients(port: int, token: str, count: int, pipe: Connection) -> None:
     """Connect, say ready, count frames from "go" until every socket has seen the last seq
-    the main process names (or the timeout it gives passes), then send back what was seen."""
+    the main process names (or the timeout it gives passes), then send back what was seen
+    and the process's CPU and wall time at "go", at "paced" and at the end."""
     loop = asyncio.get_running_loop()
     sockets = [await open_ws(port, token) for _ in range(count)]
     pipe.send(len(sockets))
     await loop.run_in_executor(None, pipe.recv)  # go
-    cpu, wall = time.process_time(), time.monotonic()
+    marks = [(time.process_time(), time.monotonic())]
+    await loop.run_in_executor(None, pipe.recv)  # paced
+    marks.append((time.process_time(), time.monotonic()))
     last_seq, timeout = await loop.run_in_executor(None, pipe.recv)
     for _ in range(int(timeout / 0.02)):  # every socket's counters, polled until caught up
         if not any(_behind(s, last_seq) for s in sockets):
             break
         await asyncio.sleep(0.02)
-    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    marks.append((time.process_time(), time.monotonic()))
     for ws in sockets:
         ws.close()
-    pipe.send(([ws.stats for ws in sockets], cpu, wall))
+    pipe.send(([ws.stats for ws in sockets], marks))
+
+
+def _shares(marks: list[tuple[float, float]]) -> list[float]:
+    """The share of a core used between each two marks ``(cpu, wall)``."""
+    return [
+        (cpu - cpu_before) / max(wall - wall_before, 1e-9)
+        for (cpu_before, wall_before), (cpu, wall) in itertools.pairwise(marks)
+    ]
 
 
 def _behind(ws: WsCounter, last_seq: int) -> bool:
@@ -315,19 +330,21 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
     for pipe in pipes:
         pipe.send("go")
     events_before = load.events_seen
-    wall, own = time.monotonic(), time.process_time()
-    phases = [
-        await run_phase(load, server, "flat out", opts.lifecycles, 0),
-        await run_phase(load, server, "paced", opts.lifecycles, opts.rate),
-    ]
+    marks = [(time.process_time(), time.monotonic())]
+    flat_out = await run_phase(load, server, "flat out", opts.lifecycles, 0)
+    marks.append((time.process_time(), time.monotonic()))
+    for pipe in pipes:
+        pipe.send("paced")
+    paced = await run_phase(load, server, "paced", opts.lifecycles, opts.rate)
+    phases = [flat_out, paced]
     for pipe in pipes:
         pipe.send((load.last_seq, 60.0))
     results = [await loop.run_in_executor(None, pipe.recv) for pipe in pipes]
-    wall, own = time.monotonic() - wall, time.process_time() - own
+    marks.append((time.process_time(), time.monotonic()))
     for task in load.approvers:
         task.cancel()
 
-    stats: list[WsStats] = [s for socket_stats, _, _ in results for s in socket_stats]
+    stats: list[WsStats] = [s for socket_stats, _ in results for s in socket_stats]
     print(
         f"agents {opts.agents}, approvers {opts.approvers}, WebSocket clients {connected}, "
         f"lifecycles {sum(p.lifecycles for p in phases)}"
@@ -341,13 +358,29 @@ async def measure(server: Served, opts: argparse.Namespace) -> None:
         f"gaps {sum(s.gaps for s in stats)}, repeats {sum(s.repeats for s in stats)}, "
         f"closed by the server {sum(s.closed_by_server for s in stats)}"
     )
-    shares = [proc_cpu / proc_wall for _, proc_cpu, proc_wall in results]
-    busiest = max([own / wall, *shares])
+    own = _shares([marks[0], marks[-1]])[0]
+    shares = [_shares([client[0], client[-1]])[0] for _, client in results]
+    busiest = max([own, *shares])
     verdict = "PEGGED: the client may be the bottleneck" if busiest > PEGGED else "not pegged"
     print(
         f"client CPU: WebSocket processes {', '.join(f'{100 * s:.0f}%' for s in shares)} "
-        f"of a core, agents+approvers process {100 * own / wall:.0f}%: {verdict}"
+        f"of a core, agents+approvers process {100 * own:.0f}%: {verdict}"
     )
+    # no process may be pegged and the machine still be full: then every process, the
+    # server's clients included, waits for a core, and that wait is in the latencies
+    cores = os.cpu_count() or 1
+    by_phase = zip(_shares(marks), *(_shares(client) for _, client in results), strict=True)
+    for phase, (own_share, *client_shares) in zip(phases, by_phase, strict=True):
+        served = phase.server_cpu / phase.server_wall
+        clients = own_share + sum(client_shares)
+        busy = served + clients
+        full = (
+            "FULL: latencies include waiting for a core" if busy > SATURATED * cores else "not full"
+        )
+        print(
+            f"the machine, {phase.name}: server {served:.2f} + clients {clients:.2f} = "
+            f"{busy:.2f} of its {cores} cores busy: {full}"
+        )
 
 
 async def run(opts: argparse.Namespace) -> None:

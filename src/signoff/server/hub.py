@@ -68,11 +68,16 @@ BACKLOG = 512 * 1024
 TOO_SLOW = 1013
 """The WebSocket close code for a client dropped for falling behind (try again later)."""
 
-COALESCE = 0.02
+COALESCE = 0.04
 """Seconds between two flushes at the least. An event on a quiet server goes out at once;
-under load, the events of the next 20 ms go out together, one write per connection instead
-of one per event: with 1,000 clients (bench/server.py) that took the server's CPU per
-delivery from 1.7-1.8 us to 0.6-0.8 us and the run from 53-57 to 84-97 lifecycles/s."""
+under load, the events of the next 40 ms go out together, one write per connection instead
+of one per event. With 1,000 clients (bench/server.py) flushing at most every 20 ms took the
+server's CPU per delivery from 1.7-1.8 us to 0.6-0.8 us and the run from 53-57 to 84-97
+lifecycles/s. On a 2-core host where the server needed a core at 60 lifecycles a second,
+40 ms took it to 81-88% and the decision's p99 to every client from 127-412 ms to 48-129
+ms: each socket write costs the kernel 7-10 us, and half as many of them leave the CPU
+that the latency was queueing for (bench/RESULTS.md, "Latency at 60 lifecycles a
+second")."""
 
 HEARTBEAT_TEXT = json.dumps({"type": "heartbeat"})
 """A WebSocket heartbeat message."""
