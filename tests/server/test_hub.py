@@ -24,6 +24,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.bus.local import LocalBus
+from signoff.server import hub as hub_module
 from signoff.server.app import API, create_app
 from signoff.server.hub import DirectMember, Hub, QueuedMember
 from signoff.server.shutdown import GOING_AWAY
@@ -247,6 +248,75 @@ async def test_idle_streams_get_heartbeats_from_the_hub(tmp_path: Path) -> None:
             members = [m for group in hub._groups.values() for m in group]
             assert hub.members == 2
             assert sum(isinstance(m, DirectMember) for m in members) == 1
+
+
+async def test_a_fan_out_in_slices_still_gives_everyone_everything_once_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two members written to per turn of the loop and no wait between flushes, events
+    committed while fan-outs are under way, clients leaving and clients joining with since=
+    in the middle of them: each client still gets every event after its since once, in seq
+    order, and the fan-outs did go in slices."""
+    monkeypatch.setattr(hub_module, "SLICE", 2)
+    later_slices = 0
+    write = Hub._write
+
+    def counted(hub: Hub, *, whole: bool = False) -> None:
+        nonlocal later_slices
+        later_slices += hub._written > 0
+        write(hub, whole=whole)
+
+    monkeypatch.setattr(Hub, "_write", counted)
+    async with in_process(tmp_path, heartbeat=5) as (base, app, token):
+        app.state.hub.coalesce = 0
+        url = base.replace("http", "ws") + f"{API}/ws"
+        agent, _ = await app.state.service.create_token("bot", "agent")
+        async with (
+            httpx.AsyncClient(base_url=base, headers=bearer(agent), timeout=30) as http,
+            contextlib.AsyncExitStack() as sockets,
+        ):
+            stayers = [
+                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
+                for _ in range(12)
+            ]
+            leavers = [
+                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
+                for _ in range(4)
+            ]
+            first = await create(http, "slices")
+            for ws in [*stayers, *leavers]:
+                got = await events_until(ws, lambda e: e["request"]["id"] == first)
+            start = got[-1]["seq"]
+
+            def is_end(event: Message) -> bool:
+                return event["request"]["tool_args"].get("end") is True
+
+            async def writer() -> None:
+                for n in range(0, 48, 4):  # four at once: commits land mid fan-out
+                    await asyncio.gather(*(create(http, "slices", n=n + k) for k in range(4)))
+                await create(http, "slices", end=True)
+
+            async def joiner(number: int) -> tuple[int, list[Message]]:
+                await asyncio.sleep(number * 0.03)
+                since = start + number * 3
+                async with connect(f"{url}?since={since}", additional_headers=bearer(token)) as ws:
+                    return since, await events_until(ws, is_end)
+
+            async def leaver(ws: ClientConnection, number: int) -> None:
+                for _ in range(number * 5):  # it leaves mid-stream, having read some
+                    await events_until(ws, lambda _: True)
+                await ws.close()
+
+            joining = asyncio.gather(*(joiner(n) for n in range(6)))
+            staying = asyncio.gather(*(events_until(ws, is_end) for ws in stayers))
+            await asyncio.gather(writer(), *(leaver(ws, n) for n, ws in enumerate(leavers)))
+            joined, everything = await joining, await staying
+    final = everything[0][-1]["seq"]
+    for events in everything:
+        assert seqs(events) == list(range(start + 1, final + 1))
+    for since, events in joined:
+        assert seqs(events) == list(range(since + 1, final + 1)), since
+    assert later_slices > 0
 
 
 def handlers() -> int:
