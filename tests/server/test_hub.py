@@ -24,6 +24,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.bus.local import LocalBus
+from signoff.domain.principals import Principal
+from signoff.eventstream import follow_events
 from signoff.server import hub as hub_module
 from signoff.server.app import API, create_app
 from signoff.server.hub import DirectMember, Hub, QueuedMember
@@ -317,6 +319,76 @@ async def test_a_fan_out_in_slices_still_gives_everyone_everything_once_in_order
     for since, events in joined:
         assert seqs(events) == list(range(since + 1, final + 1)), since
     assert later_slices > 0
+
+
+async def test_losing_the_event_stream_sends_what_was_pending_then_closes_1011(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the hub's read of the stream fails (the store out of reach), it first writes the
+    fan-out under way and the events it held back, then closes every socket 1011: a client
+    has each event up to the failure once, and reconnects with since= for the rest."""
+    monkeypatch.setattr(hub_module, "SLICE", 1)
+    follow = follow_events
+
+    async def failing(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        seen = 0
+        async for event in follow(*args, **kwargs):
+            yield event
+            seen += event is not None
+            if seen == 4:
+                raise OSError("the store went away")
+
+    monkeypatch.setattr(hub_module, "follow_events", failing)
+    async with in_process(tmp_path, heartbeat=5) as (base, app, token):
+        app.state.hub.coalesce = 10  # after the first flush, the rest waits for the failure
+        url = base.replace("http", "ws") + f"{API}/ws"
+        agent, _ = await app.state.service.create_token("bot", "agent")
+        async with (
+            httpx.AsyncClient(base_url=base, headers=bearer(agent), timeout=30) as http,
+            contextlib.AsyncExitStack() as sockets,
+        ):
+            clients = [
+                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
+                for _ in range(5)
+            ]
+            made = [await create(http, "lost", n=n) for n in range(4)]
+            for ws in clients:
+                got = await events_until(ws, lambda e: e["request"]["id"] == made[-1])
+                assert [e["request"]["id"] for e in got] == made
+                assert await close_code(ws) == 1011
+
+
+async def test_writing_everything_now_finishes_the_fan_out_under_way_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the hub runs when its stream fails: the fan-out halfway through its slices is
+    finished, then the events held back go out, so every member has each event once, in
+    order, before it is closed."""
+    monkeypatch.setattr(hub_module, "SLICE", 1)
+    store = SQLiteStore(str(tmp_path / "hub.db"))
+    await store.open()
+    try:
+        service = Service(store, bus=LocalBus(), read_file=None)
+        bot = Principal(name="bot", role="agent")
+        for n in range(3):
+            await service.submit({"session_id": "s", "tool_name": "t", "tool_args": {"n": n}}, bot)
+        events = await store.list_events(after_seq=0, limit=10)
+        hub = Hub(service, heartbeat=60, coalesce=0)
+        members = [QueuedMember((None, None), 0, sse=False) for _ in range(3)]
+        for member in members:
+            hub._join(member)
+        hub._queue(events[0])
+        await asyncio.sleep(0)  # its first slice: one member written
+        assert hub._written == 1
+        hub._queue(events[1])  # held back until the fan-out ends
+        hub._queue(events[2])
+        hub._flush_all()
+        for member in members:
+            got = [json.loads(text)["seq"] for text in await member.take()]
+            assert got == [event.seq for event in events]
+        assert not hub._writes and hub.last == events[-1].seq
+    finally:
+        await store.close()
 
 
 def handlers() -> int:
