@@ -257,8 +257,9 @@ async def test_a_fan_out_in_slices_still_gives_everyone_everything_once_in_order
 ) -> None:
     """With two members written to per turn of the loop and no wait between flushes, events
     committed while fan-outs are under way, clients leaving and clients joining with since=
-    in the middle of them: each client still gets every event after its since once, in seq
-    order, and the fan-outs did go in slices."""
+    in the middle of them (WebSockets of an admin, event streams of the agent): each client
+    still gets every event after its since once, in seq order, and the fan-outs did go in
+    slices."""
     monkeypatch.setattr(hub_module, "SLICE", 2)
     later_slices = 0
     write = Hub._write
@@ -301,6 +302,12 @@ async def test_a_fan_out_in_slices_still_gives_everyone_everything_once_in_order
             async def joiner(number: int) -> tuple[int, list[Message]]:
                 await asyncio.sleep(number * 0.03)
                 since = start + number * 3
+                if number % 2:  # the agent's own event stream: another group, queued
+                    params = {"since": since}
+                    async with http.stream("GET", f"{API}/events", params=params) as stream:
+                        lines = stream.aiter_lines()
+                        assert await anext(lines) == "retry: 2000"
+                        return since, await sse_until(lines, is_end)
                 async with connect(f"{url}?since={since}", additional_headers=bearer(token)) as ws:
                     return since, await events_until(ws, is_end)
 
