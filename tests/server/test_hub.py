@@ -347,7 +347,9 @@ async def test_losing_the_event_stream_sends_what_was_pending_then_closes_1011(
 
     monkeypatch.setattr(hub_module, "follow_events", failing)
     async with in_process(tmp_path, heartbeat=5) as (base, app, token):
-        app.state.hub.coalesce = 10  # after the first flush, the rest waits for the failure
+        # after the first flush, the rest waits for the failure
+        app.state.hub.coalesce = 10
+        monkeypatch.setattr(hub_module, "COALESCE_PER_MEMBER", 10)
         url = base.replace("http", "ws") + f"{API}/ws"
         agent, _ = await app.state.service.create_token("bot", "agent")
         async with (
@@ -394,6 +396,38 @@ async def test_writing_everything_now_finishes_the_fan_out_under_way_first(
             got = [json.loads(text)["seq"] for text in await member.take()]
             assert got == [event.seq for event in events]
         assert not hub._writes and hub.last == events[-1].seq
+    finally:
+        await store.close()
+
+
+async def test_the_wait_between_flushes_is_the_members_share_of_coalesce(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event that comes right after a flush waits ``COALESCE_PER_MEMBER`` for each member,
+    up to ``coalesce``: a server few are watching holds no event back, and one with
+    thousands of sockets writes to each of them at most once per ``coalesce``."""
+    store = SQLiteStore(str(tmp_path / "hub.db"))
+    await store.open()
+    try:
+        service = Service(store, bus=LocalBus(), read_file=None)
+        await service.submit(
+            {"session_id": "s", "tool_name": "t"}, Principal(name="bot", role="agent")
+        )
+        event = (await store.list_events(after_seq=0, limit=1))[0]
+        monkeypatch.setattr(hub_module, "COALESCE_PER_MEMBER", 1.0)
+        hub = Hub(service, heartbeat=60, coalesce=10)
+        waits = []
+        for members in (1, 5, 25):
+            while hub.members < members:
+                hub._join(QueuedMember((None, None), 0, sse=False))
+            hub._flushed_at = asyncio.get_running_loop().time()
+            hub._queue(event)
+            handle = hub._flush_handle
+            assert isinstance(handle, asyncio.TimerHandle)
+            waits.append(round(handle.when() - hub._flushed_at, 3))
+            handle.cancel()
+            hub._flush_handle, hub._pending = None, []
+        assert waits == [1.0, 5.0, 10.0]
     finally:
         await store.close()
 

@@ -52,6 +52,7 @@ from signoff.service import Service
 __all__ = [
     "BACKLOG",
     "COALESCE",
+    "COALESCE_PER_MEMBER",
     "HEARTBEAT_TEXT",
     "SLICE",
     "TOO_SLOW",
@@ -78,14 +79,22 @@ TOO_SLOW = 1013
 """The WebSocket close code for a client dropped for falling behind (try again later)."""
 
 COALESCE = 0.04
-"""Seconds between two flushes at the least. An event on a quiet server goes out at once;
-under load, the events of the next 40 ms go out together, one write per connection instead
-of one per event. With 1,000 clients (bench/server.py) flushing at most every 20 ms took the
-server's CPU per delivery from 1.7-1.8 us to 0.6-0.8 us and the run from 53-57 to 84-97
-lifecycles/s. On a 2-core host where the server needed a core at 60 lifecycles a second,
-40 ms took it to 81-90% and the decision's p99 to every client from 128-412 ms to 46-129
-ms: each socket write costs the kernel 7-10 us, and half as many of them leave the CPU
-that the latency was queueing for (bench/RESULTS.md, "Met on the slower host")."""
+"""Seconds between two flushes at the most (see :data:`COALESCE_PER_MEMBER`). An event on a
+quiet server goes out at once; under load, the events of the next 40 ms go out together,
+one write per connection instead of one per event. With 1,000 clients (bench/server.py)
+flushing at most every 20 ms took the server's CPU per delivery from 1.7-1.8 us to 0.6-0.8
+us and the run from 53-57 to 84-97 lifecycles/s. On a 2-core host where the server needed
+a core at 60 lifecycles a second, 40 ms took it to 81-90% and the decision's p99 to every
+client from 128-412 ms to 46-129 ms: each socket write costs the kernel 7-10 us, and half
+as many of them leave the CPU that the latency was queueing for (bench/RESULTS.md, "Met on
+the slower host")."""
+
+COALESCE_PER_MEMBER = 40e-6
+"""Seconds between two flushes for each member, up to :data:`COALESCE`: 40 ms with 1,000,
+0.4 ms with 10. A flush costs a write to each member (7-10 us), so this keeps the hub's
+flushes to about a quarter of the loop's time, without holding back the events of a
+server few are watching: with one WebSocket (an approver deciding as events arrive) a
+fixed 40 ms halved the lifecycles a second and put each event 40 ms late."""
 
 HEARTBEAT_TEXT = json.dumps({"type": "heartbeat"})
 """A WebSocket heartbeat message."""
@@ -306,7 +315,7 @@ class Hub:
         self.service = service
         self.heartbeat = heartbeat
         self.coalesce = coalesce
-        """Seconds between two flushes at the least (see :data:`COALESCE`)."""
+        """Seconds between two flushes at the most (see :data:`COALESCE`)."""
         self._flushed_at = -math.inf
         self.last = 0
         """The seq of the last event fanned out (every member has been sent it, if it may)."""
@@ -411,7 +420,7 @@ class Hub:
 
     def _queue(self, event: Event) -> None:
         # events that arrive together go out together: the flush runs once this task waits,
-        # and no sooner than `coalesce` after the one before
+        # and no sooner after the one before than the members' share of `coalesce`
         # (while a fan-out is under way the handle is its next slice's, which schedules the
         # next flush when the fan-out ends: fan-outs never overlap)
         self._pending.append(_Prepared(event))
@@ -420,7 +429,8 @@ class Hub:
 
     def _schedule(self) -> None:
         loop = asyncio.get_running_loop()
-        due = self._flushed_at + self.coalesce - loop.time()
+        gap = min(self.coalesce, self.members * COALESCE_PER_MEMBER)
+        due = self._flushed_at + gap - loop.time()
         if due > 0:
             self._flush_handle = loop.call_later(due, self._flush)
         else:
