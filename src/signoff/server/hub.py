@@ -9,9 +9,9 @@ session None meaning no session filter. An event goes to at most four groups, fo
 dict lookups, never by asking every connection.
 
 Each event is made into bytes once (its JSON text, its WebSocket frame, its SSE chunk), and
-the events that arrive together (under load, within :data:`COALESCE` of the last flush) are
-joined once per group, so each connection gets one write per batch: a plain
-``transport.write`` on a WebSocket served by
+the events that arrive together (under load, within :data:`COALESCE_PER_MEMBER` for each
+connection, at most :data:`COALESCE`, of the last flush) are joined once per group, so each
+connection gets one write per batch: a plain ``transport.write`` on a WebSocket served by
 :class:`~signoff.server.wsprotocol.HubWebSocketProtocol`, no coroutine, task or queue per
 connection per event. The writes of a fan-out go :data:`SLICE` connections per turn of the
 event loop, so that requests are answered between them; the next fan-out waits for the
