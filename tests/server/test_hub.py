@@ -98,6 +98,24 @@ async def close_code(ws: ClientConnection) -> int | None:
         return closed.rcvd.code if closed.rcvd is not None else None
 
 
+@contextlib.asynccontextmanager
+async def as_agent(base: str, app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client of the in-process server with a new agent's token (named bot)."""
+    agent, _ = await app.state.service.create_token("bot", "agent")
+    async with httpx.AsyncClient(base_url=base, headers=bearer(agent), timeout=30) as http:
+        yield http
+
+
+async def open_sockets(
+    stack: contextlib.AsyncExitStack, url: str, token: str, count: int
+) -> list[ClientConnection]:
+    """``count`` WebSockets on ``url`` with ``token``, closed when ``stack`` closes."""
+    return [
+        await stack.enter_async_context(connect(url, additional_headers=bearer(token)))
+        for _ in range(count)
+    ]
+
+
 def seqs(events: list[Message]) -> list[int]:
     """The events' seqs, in order received."""
     return [event["seq"] for event in events]
@@ -273,19 +291,9 @@ async def test_a_fan_out_in_slices_still_gives_everyone_everything_once_in_order
     async with in_process(tmp_path, heartbeat=5) as (base, app, token):
         app.state.hub.coalesce = 0
         url = base.replace("http", "ws") + f"{API}/ws"
-        agent, _ = await app.state.service.create_token("bot", "agent")
-        async with (
-            httpx.AsyncClient(base_url=base, headers=bearer(agent), timeout=30) as http,
-            contextlib.AsyncExitStack() as sockets,
-        ):
-            stayers = [
-                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
-                for _ in range(12)
-            ]
-            leavers = [
-                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
-                for _ in range(4)
-            ]
+        async with as_agent(base, app) as http, contextlib.AsyncExitStack() as sockets:
+            stayers = await open_sockets(sockets, url, token, 12)
+            leavers = await open_sockets(sockets, url, token, 4)
             first = await create(http, "slices")
             for ws in [*stayers, *leavers]:
                 got = await events_until(ws, lambda e: e["request"]["id"] == first)
@@ -351,15 +359,8 @@ async def test_losing_the_event_stream_sends_what_was_pending_then_closes_1011(
         app.state.hub.coalesce = 10
         monkeypatch.setattr(hub_module, "COALESCE_PER_MEMBER", 10)
         url = base.replace("http", "ws") + f"{API}/ws"
-        agent, _ = await app.state.service.create_token("bot", "agent")
-        async with (
-            httpx.AsyncClient(base_url=base, headers=bearer(agent), timeout=30) as http,
-            contextlib.AsyncExitStack() as sockets,
-        ):
-            clients = [
-                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
-                for _ in range(5)
-            ]
+        async with as_agent(base, app) as http, contextlib.AsyncExitStack() as sockets:
+            clients = await open_sockets(sockets, url, token, 5)
             made = [await create(http, "lost", n=n) for n in range(4)]
             for ws in clients:
                 got = await events_until(ws, lambda e: e["request"]["id"] == made[-1])
@@ -448,10 +449,7 @@ async def test_idle_sockets_hold_no_handler_and_still_get_everything(tmp_path: P
         hub: Hub = app.state.hub
         url = base.replace("http", "ws") + f"{API}/ws"
         async with contextlib.AsyncExitStack() as sockets:
-            idle = [
-                await sockets.enter_async_context(connect(url, additional_headers=bearer(token)))
-                for _ in range(20)
-            ]
+            idle = await open_sockets(sockets, url, token, 20)
             for _ in range(500):
                 if hub.members == 20 and handlers() == 0:
                     break
