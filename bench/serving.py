@@ -340,7 +340,6 @@ class WsCounter:
                 if on_event is not None:
                     on_event(buffer[start:end])
             else:
-                stats.last_seq = last
                 self._frame(head & 0x0F, buffer[start:end])
             at = end
         stats.last_seq = last
