@@ -39,6 +39,16 @@ async def delivery_in(service: Service, status: str, timeout: float = 10) -> Del
     raise AssertionError(f"no delivery became {status}")
 
 
+async def attempts_reach(service: Service, attempts: int, timeout: float = 10) -> None:
+    """Wait until the first delivery has been tried ``attempts`` times."""
+    for _ in range(int(timeout / 0.02)):
+        found = await service.store.list_deliveries()
+        if found and found[0].attempts >= attempts:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the delivery was not tried {attempts} times")
+
+
 async def test_every_event_arrives_signed(
     service: Service, receiver: Receiver, dispatcher: WebhookDispatcher
 ) -> None:
@@ -81,19 +91,12 @@ async def test_failures_are_retried_with_backoff(
     receiver.fail_next = 2
     await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
-    first = await delivery_in(service, "pending")
-    for _ in range(200):
-        first = (await service.store.list_deliveries())[0]
-        if first.attempts == 1:
-            break
-        await asyncio.sleep(0.01)
+    await attempts_reach(service, 1)
+    first = (await service.store.list_deliveries())[0]
     assert first.last_error == "HTTP 500"
     assert (first.next_attempt_at - clock()).total_seconds() == 2
     clock.advance(2)
-    for _ in range(200):
-        if (await service.store.list_deliveries())[0].attempts == 2:
-            break
-        await asyncio.sleep(0.01)
+    await attempts_reach(service, 2)
     clock.advance(4)
     delivered = await delivery_in(service, "delivered")
     assert delivered.attempts == 3 and len(receiver.received) == 1
@@ -106,9 +109,9 @@ async def test_gives_up_then_redelivers_by_hand(
     receiver.fail_next = MAX_ATTEMPTS
     await service.add_webhook(receiver.url, ADMIN, allow_private=True)
     await service.submit({"session_id": "s", "tool_name": "t"}, AGENT)
-    for _ in range(MAX_ATTEMPTS):
+    for attempt in range(1, MAX_ATTEMPTS):
+        await attempts_reach(service, attempt)  # advancing sooner would skip an attempt
         clock.advance(3600)
-        await asyncio.sleep(0.1)
     failed = await delivery_in(service, "failed")
     assert failed.attempts == MAX_ATTEMPTS and receiver.received == []
     with pytest.raises(NotAllowed):
