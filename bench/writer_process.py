@@ -46,7 +46,7 @@ from typing import Any
 from lifecycle import CpuClock, hand_over_pair, plain_sqlite, through_service
 
 from signoff.domain.audit import AuditDraft, committed_entry
-from signoff.domain.events import Event
+from signoff.domain.events import committed_event
 from signoff.domain.requests import ApprovalRequest
 from signoff.store import sqlite_writes, tables
 from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
@@ -234,7 +234,7 @@ class ProcessStore(SQLiteStore):
         )
         return Committed(
             events=tuple(
-                Event(seq=seq, type=d.type, at=write.at, request=d.request)
+                committed_event(d, seq=seq, at=write.at)
                 for seq, d in zip(seqs, write.events, strict=True)
             ),
             audit=tuple(

@@ -44,7 +44,7 @@ from signoff.domain.decisions import (
     require_reason,
 )
 from signoff.domain.edits import EditPreview, args_preview, check_may_edit, edit_preview
-from signoff.domain.events import Event, EventDraft, EventType
+from signoff.domain.events import Event, EventType, event_draft
 from signoff.domain.grants import Grant, args_digest
 from signoff.domain.notify import (
     LinkKind,
@@ -348,10 +348,10 @@ class Service:
             )
         ]
         decided = await self._decide_at_submit(request, verdict, now)
-        events = [EventDraft(type="created", request=decided[0])]
+        events = [event_draft("created", decided[0])]
         if decided[1] is not None:
             audit.append(decided[1])
-            events.append(EventDraft(type="decided", request=decided[0]))
+            events.append(event_draft("decided", decided[0]))
         try:
             await self._commit(
                 Write(at=now, insert=decided[0], audit=tuple(audit), events=tuple(events))
@@ -463,12 +463,8 @@ class Service:
                     raise
                 fresh = True
                 continue
-            events = [
-                EventDraft(
-                    type="decided" if change.decided else _event_type(change),
-                    request=change.request,
-                )
-            ]
+            event_type = "decided" if change.decided else _event_type(change)
+            events = [event_draft(event_type, change.request)]
             try:
                 await self._commit(
                     Write(
@@ -498,7 +494,7 @@ class Service:
         self, change: Change, event_type: EventType, now: datetime
     ) -> Request | None:
         """Commit a change signoff makes by itself, once: None when the request moved on."""
-        event = EventDraft(type=event_type, request=change.request)
+        event = event_draft(event_type, change.request)
         try:
             await self._commit(
                 Write(at=now, update=change.request, audit=(change.audit,), events=(event,))

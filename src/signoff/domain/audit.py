@@ -21,6 +21,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from signoff.domain.built import built
 from signoff.domain.jsoncanon import canonical_json, sha256_hex
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "LogCoverage",
     "committed_entry",
     "entry_hash",
+    "fields_hash",
     "parse_anchor",
     "verify_chain",
     "verify_log",
@@ -81,17 +83,36 @@ def entry_hash(
 
     ``details_json`` is ``canonical_json(draft.details)``, passed in when the caller has it.
     """
-    header = {
-        "seq": seq,
-        "at": at.isoformat(),
-        "action": draft.action,
-        "actor": draft.actor,
-        "request_id": draft.request_id,
-        "from_status": draft.from_status,
-        "to_status": draft.to_status,
-    }
     if details_json is None:
         details_json = canonical_json(draft.details)
+    return fields_hash(
+        prev_hash,
+        seq,
+        at.isoformat(),
+        (draft.action, draft.actor, draft.request_id, draft.from_status, draft.to_status),
+        details_json,
+    )
+
+
+def fields_hash(
+    prev_hash: str,
+    seq: int,
+    at: str,
+    fields: tuple[str, str, str | None, str | None, str | None],
+    details_json: str,
+) -> str:
+    """:func:`entry_hash` from plain values: ``at`` in ISO form, ``fields`` the draft's
+    action, actor, request id and statuses from and to (what a writer process is handed)."""
+    action, actor, request_id, from_status, to_status = fields
+    header = {
+        "seq": seq,
+        "at": at,
+        "action": action,
+        "actor": actor,
+        "request_id": request_id,
+        "from_status": from_status,
+        "to_status": to_status,
+    }
     return sha256_hex(prev_hash + "\n" + canonical_json(header) + "\n" + details_json)
 
 
@@ -99,7 +120,8 @@ def committed_entry(
     draft: AuditDraft, *, seq: int, at: datetime, prev_hash: str, hash: str
 ) -> AuditEntry:
     """The entry ``draft`` becomes once numbered and chained (built without re-validating)."""
-    return AuditEntry.model_construct(
+    return built(
+        AuditEntry,
         action=draft.action,
         actor=draft.actor,
         request_id=draft.request_id,

@@ -7,9 +7,10 @@ from typing import Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
+from signoff.domain.built import built
 from signoff.domain.requests import Request
 
-__all__ = ["Event", "EventDraft", "EventType"]
+__all__ = ["Event", "EventDraft", "EventType", "committed_event", "event_draft"]
 
 EventType: TypeAlias = Literal["created", "decided", "status", "result"]
 """``created``: submitted; ``decided``: a decision ended the pending state;
@@ -45,3 +46,14 @@ class Event(BaseModel):
     def request_id(self) -> str:
         """The id of the request this event is about."""
         return self.request.id
+
+
+def event_draft(type: EventType, request: Request) -> EventDraft:
+    """A draft of a ``type`` event about ``request``, a validated record (not validated
+    again)."""
+    return built(EventDraft, type=type, request=request)
+
+
+def committed_event(draft: EventDraft, *, seq: int, at: datetime) -> Event:
+    """The event ``draft`` becomes once numbered (built without validating again)."""
+    return built(Event, seq=seq, type=draft.type, at=at, request=draft.request)

@@ -12,7 +12,7 @@ from signoff.domain.audit import (
     committed_entry,
     entry_hash,
 )
-from signoff.domain.events import Event
+from signoff.domain.events import Event, committed_event
 from signoff.domain.grants import Grant
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
@@ -153,12 +153,7 @@ class MemoryStore:
                 audit.append(entry)
             events: list[Event] = []
             for event_draft in write.events:
-                event = Event(
-                    seq=len(self._events) + 1,
-                    type=event_draft.type,
-                    at=write.at,
-                    request=event_draft.request,
-                )
+                event = committed_event(event_draft, seq=len(self._events) + 1, at=write.at)
                 self._events.append(event)
                 events.append(event)
             return Committed(events=tuple(events), audit=tuple(audit))

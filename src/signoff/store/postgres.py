@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from signoff.domain.audit import GENESIS_HASH, AuditDraft, AuditEntry, LogCoverage, committed_entry
-from signoff.domain.events import Event
+from signoff.domain.events import Event, committed_event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
@@ -1020,7 +1020,7 @@ def _committed(write: Write, appended: Any) -> Committed:
         )
         prev = digest
     events = tuple(
-        Event(seq=first_event + n, type=draft.type, at=write.at, request=draft.request)
+        committed_event(draft, seq=first_event + n, at=write.at)
         for n, draft in enumerate(write.events)
     )
     return Committed(events=events, audit=tuple(entries))

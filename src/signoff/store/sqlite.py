@@ -28,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from signoff.domain.audit import AuditEntry, LogCoverage, committed_entry
-from signoff.domain.events import Event, EventDraft
+from signoff.domain.events import Event, EventDraft, committed_event
 from signoff.domain.grants import Grant
 from signoff.domain.notify import LinkKind, Notice, PersonLink, Route
 from signoff.domain.principals import TokenRecord
@@ -50,7 +50,17 @@ from signoff.store.base import (
     to_micros,
 )
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
-from signoff.store.sqlite_writes import Applied, Txn, apply_write, duplicate_row, prepare
+from signoff.store.sqlite_writes import (
+    Answer,
+    Applied,
+    Job,
+    Prepared,
+    UseNonce,
+    applied,
+    duplicate_row,
+    prepare,
+    run_batch,
+)
 
 __all__ = ["SQLiteStore", "sqlite_path_from_url"]
 
@@ -114,9 +124,11 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
 
 @dataclass
 class _Job:
-    fn: Callable[[Txn], Any]
+    work: Job
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    written: tuple[Write, Prepared] | None = None
+    """The write a plan was made of, remembered once committed."""
 
 
 _Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
@@ -166,7 +178,7 @@ class _Known:
         if known is None:
             return tables.event_from_row(row)
         draft, at = known
-        return Event(seq=row[0], type=draft.type, at=at, request=draft.request)
+        return committed_event(draft, seq=row[0], at=at)
 
     def request(self, text: str) -> Request:
         """The request ``text`` holds, parsed; remembered for the next read of the same."""
@@ -303,52 +315,13 @@ class SQLiteStore:
             raise
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
-        """Run the batch's writes in one transaction, each in its own savepoint when there
-        are several (a write alone is rolled back with the transaction), then tell each
-        caller's loop its outcomes at once."""
-        outcomes: list[tuple[_Job, Any, BaseException | None]] = []
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            error = StoreUnavailable(f"cannot write {self.path}: {exc}")
-            self._settle([(job, None, error) for job in batch])
-            return
-        txn = Txn(conn)
-        alone = len(batch) == 1
-        for job in batch:
-            saved = txn.save()
-            if not alone:
-                conn.execute("SAVEPOINT write")
-            try:
-                result = job.fn(txn)
-            except BaseException as exc:
-                txn.restore(saved)
-                if not alone:
-                    conn.execute("ROLLBACK TO write")
-                    conn.execute("RELEASE write")
-                elif conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    exc = StoreUnavailable(f"cannot write {self.path}: {exc}")
-                outcomes.append((job, None, exc))
-            else:
-                if not alone:
-                    conn.execute("RELEASE write")
-                outcomes.append((job, result, None))
-        if conn.in_transaction:
-            try:
-                txn.write_head()
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                error = StoreUnavailable(f"cannot commit to {self.path}: {exc}")
-                outcomes = [(job, None, error) for job, _, _ in outcomes]
-            else:
-                for _, result, _ in outcomes:
-                    if isinstance(result, Applied):
-                        self._known.add(result)
-        self._settle(outcomes)
+        """Run the batch's jobs in one transaction (:func:`run_batch`), remember what the
+        committed writes wrote, then tell each caller's loop its outcomes at once."""
+        outcomes = run_batch(conn, self.path, [job.work for job in batch])
+        for job, (answer, error) in zip(batch, outcomes, strict=True):
+            if error is None and job.written is not None:
+                self._known.add(applied(*job.written, cast(Answer, answer)))
+        self._settle([(job, *outcome) for job, outcome in zip(batch, outcomes, strict=True)])
 
     @staticmethod
     def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
@@ -360,12 +333,12 @@ class SQLiteStore:
             with contextlib.suppress(RuntimeError):  # the caller's loop has closed
                 loop.call_soon_threadsafe(_resolve, settled)
 
-    async def _write(self, fn: Callable[[Txn], T]) -> T:
+    async def _write(self, work: Job, written: tuple[Write, Prepared] | None = None) -> Any:
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._jobs.put(_Job(fn=fn, future=future, loop=loop))
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put(_Job(work, future, loop, written))
         return await future
 
     # -- reads ---------------------------------------------------------------------------
@@ -426,15 +399,15 @@ class SQLiteStore:
         writes' statements; the records of what it appended are made here once committed.
         """
         prepared = prepare(write)
-        applied = await self._write(lambda txn: apply_write(txn, write, prepared))
+        rows, seqs = await self._write(prepared.plan, (write, prepared))
         at = write.at
         events = tuple(
-            Event(seq=seq, type=draft.type, at=at, request=draft.request)
-            for seq, draft in zip(applied.seqs, write.events, strict=True)
+            committed_event(draft, seq=seq, at=at)
+            for seq, draft in zip(seqs, write.events, strict=True)
         )
         audit = tuple(
             committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
-            for draft, row in zip(write.audit, applied.audit, strict=True)
+            for draft, row in zip(write.audit, rows, strict=True)
         )
         return Committed(events=events, audit=audit)
 
@@ -693,16 +666,7 @@ class SQLiteStore:
     async def use_nonce(self, key: str, until: datetime, now: datetime) -> bool:
         """Record ``key`` as used until ``until``; False if it already was."""
 
-        def use(txn: Txn) -> bool:
-            conn = txn.conn
-            conn.execute("DELETE FROM nonces WHERE until_us <= ?", (to_micros(now),))
-            cursor = conn.execute(
-                "INSERT INTO nonces (key, until_us) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-                (key, to_micros(until)),
-            )
-            return cursor.rowcount == 1
-
-        return await self._write(use)
+        return bool(await self._write(UseNonce(key, to_micros(until), to_micros(now))))
 
     async def get_task(self, task_id: str) -> Task | None:
         """The task, or None."""

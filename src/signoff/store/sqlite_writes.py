@@ -1,28 +1,45 @@
-"""What the SQLite writer thread does with one write, and what is made before and after.
+"""What the SQLite store's writer does with one write, and what is made before and after.
 
-A write's rows, JSON and canonical audit details are made by :func:`prepare` on the caller's
-event loop; :func:`apply_write` runs its statements inside the writer's transaction
-(:class:`Txn`, which keeps the audit chain's head for the whole transaction) and returns
-what it appended (:class:`Applied`). Statements set only what a write moves: what a step
-costs is mostly the pages its transaction writes to the WAL and syncs.
+:func:`prepare` makes a write's rows, JSON and canonical audit details on the caller's event
+loop, as a :class:`Plan`: plain values, so that the writer may be a thread of the process or
+a process of its own (``signoff.store.sqlite_writer``) it is handed to. :func:`run_batch`
+runs a batch of plans (and nonce checks) in one transaction, each in its own savepoint, with
+:class:`Txn` keeping the audit chain's head for the whole transaction; each plan's answer is
+its audit rows and event seqs. Both writers run this module's code. Statements set only what
+a write moves: what a step costs is mostly the pages its transaction writes to the WAL and
+syncs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 from signoff.domain.audit import GENESIS_HASH
 from signoff.domain.events import EventDraft
 from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.requests import ApprovalRequest, Request
-from signoff.domain.tasks import Task
+from signoff.errors import StoreUnavailable
 from signoff.store import tables
 from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
 
-__all__ = ["Applied", "Prepared", "Txn", "apply_write", "duplicate_row", "prepare"]
+__all__ = [
+    "Answer",
+    "Applied",
+    "Job",
+    "Plan",
+    "Prepared",
+    "Txn",
+    "UseNonce",
+    "applied",
+    "duplicate_row",
+    "prepare",
+    "run_batch",
+]
 
 T = TypeVar("T")
 
@@ -109,33 +126,60 @@ _UPDATE_REQUEST = (
 _SET_DECIDER = "UPDATE requests SET decided_by = ? WHERE id = ? AND decided_by IS NOT ?"
 
 
-def _replace(conn: sqlite3.Connection, table: tables.Table[T], records: tuple[T, ...]) -> None:
-    """Insert ``records`` into ``table``, or replace those already there by id."""
-    if records:
-        conn.executemany(
-            tables.insert_sql(table, tables.qmarks, verb="INSERT OR REPLACE"), table.rows(records)
-        )
+Rows: TypeAlias = tuple[tuple[object, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One write as the values of its statements: plain data, all of it made before its
+    transaction (a writer process is handed it pickled)."""
+
+    at: str
+    """When it happens, in ISO form: its audit entries' and events' time."""
+    insert: tuple[tuple[object, ...], tuple[str, str | None, str, str | None]] | None = None
+    """The new request's row, and the session, tool call id, requester and idempotency key
+    its duplicate is looked up by."""
+    update: tuple[tuple[object, ...], str | None, str] | None = None
+    """The values of :data:`_UPDATE_REQUEST`, who decided, and the request's id."""
+    task: tuple[tuple[object, ...], int, str, tuple[str, ...]] | None = None
+    """A task's row, version and id, and its pending calls' request ids."""
+    replace: tuple[tuple[str, Rows], ...] = ()
+    """``INSERT OR REPLACE`` statements, each with its rows."""
+    delete: tuple[tuple[str, Rows], ...] = ()
+    """``DELETE`` statements, each with its rows of parameters."""
+    audit: tuple[tables.AuditFields, ...] = ()
+    """The audit entries to chain, in order."""
+    events: tuple[tuple[str, str, str, str], ...] = ()
+    """The events to append: type, time, request id, the request's JSON."""
+
+
+@dataclass(frozen=True, slots=True)
+class UseNonce:
+    """Record ``key`` as used until ``until_us``, forgetting keys past ``now_us``."""
+
+    key: str
+    until_us: int
+    now_us: int
+
+
+Job: TypeAlias = Plan | UseNonce
+Answer: TypeAlias = tuple[list[tables.AuditRow], list[int]]
+"""What running a plan appended: its audit rows, numbered and chained, and its events' seqs."""
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """A write's rows as far as they can be made before its transaction."""
+    """A write as far as it can be made before its transaction."""
 
     json: tables.RequestJson
     """Each request's JSON, made once for its row and its events."""
-    insert: tuple[object, ...] | None
-    """The inserted request's row."""
-    update: tuple[object, ...] | None
-    """The values of :data:`_UPDATE_REQUEST` for the updated request."""
-    decider: str | None
-    """Who decided the updated request, for :data:`_SET_DECIDER`."""
-    details: list[str]
-    """Each audit draft's canonical details JSON (the hash covers it)."""
+    plan: Plan
+    """What the writer runs."""
 
 
 @dataclass(frozen=True)
 class Applied:
-    """What a write appended inside its transaction, and what the store remembers of it."""
+    """What a committed write appended, as the store remembers it."""
 
     audit: list[tables.AuditRow]
     """The audit rows, numbered and chained."""
@@ -149,12 +193,24 @@ class Applied:
     """The requests it wrote, with their stored JSON."""
 
 
+def _replacing(table: tables.Table[T], records: tuple[T, ...]) -> tuple[tuple[str, Rows], ...]:
+    if not records:
+        return ()
+    sql = tables.insert_sql(table, tables.qmarks, verb="INSERT OR REPLACE")
+    return ((sql, tuple(table.rows(records))),)
+
+
 def prepare(write: Write) -> Prepared:
-    """What of ``write`` needs neither the transaction nor the chain's head."""
+    """``write``'s :class:`Plan`: everything but what needs the transaction and the chain's
+    head."""
     json = tables.RequestJson()
-    update, decider = None, None
+    insert = None
+    if (new := write.insert) is not None:
+        call = new.tool_call_id if isinstance(new, ApprovalRequest) else None
+        insert = (json.row(new), (new.session_id, call, new.requested_by, new.idempotency_key))
+    update = None
     if (request := write.update) is not None:
-        update = (
+        values = (
             request.status,
             request.version,
             to_micros(request.expires_at) if request.expires_at else None,
@@ -162,31 +218,74 @@ def prepare(write: Write) -> Prepared:
             request.id,
             request.version - 1,
         )
-        decider = request.decision.decided_by if request.decision else None
-    for draft in write.events:
-        json(draft.request)
-    return Prepared(
-        json=json,
-        insert=json.row(write.insert) if write.insert is not None else None,
+        update = (values, request.decision.decided_by if request.decision else None, request.id)
+    task = None
+    if (t := write.task) is not None:
+        row = tables.TASKS.values(t)
+        task = (row, t.version, t.id, tuple(t.request_ids))
+    replace = (
+        *_replacing(tables.GRANTS, write.grants),
+        *_replacing(tables.WEBHOOKS, write.webhooks),
+        *_replacing(tables.DELIVERIES, write.deliveries),
+        *_replacing(tables.TOKENS, write.tokens),
+        *_replacing(tables.SESSIONS, write.sessions),
+        *_replacing(tables.ROUTES, write.routes),
+        *_replacing(tables.NOTICES, write.notices),
+        *_replacing(tables.PERSON_LINKS, write.links),
+    )
+    delete: list[tuple[str, Rows]] = []
+    if write.removed_routes:
+        delete.append(
+            ("DELETE FROM notify_routes WHERE id = ?", tuple((i,) for i in write.removed_routes))
+        )
+    if write.removed_links:
+        keys = tuple((tables.link_key(*key),) for key in write.removed_links)
+        delete.append(("DELETE FROM person_links WHERE id = ?", keys))
+    at = write.at.isoformat()
+    plan = Plan(
+        at=at,
+        insert=insert,
         update=update,
-        decider=decider,
-        details=[canonical_json(draft.details) for draft in write.audit],
+        task=task,
+        replace=replace,
+        delete=tuple(delete),
+        audit=tuple(
+            tables.audit_fields(draft, canonical_json(draft.details)) for draft in write.audit
+        ),
+        events=tuple(
+            (draft.type, at, draft.request.id, json(draft.request)) for draft in write.events
+        ),
+    )
+    return Prepared(json=json, plan=plan)
+
+
+def applied(write: Write, prepared: Prepared, answer: Answer) -> Applied:
+    """What the store remembers of ``write`` once committed with ``answer``."""
+    json = prepared.json
+    return Applied(
+        audit=answer[0],
+        seqs=answer[1],
+        events=write.events,
+        at=write.at,
+        requests=[(json(r), r) for r in (write.insert, write.update) if r is not None],
     )
 
 
-def _insert_request(conn: sqlite3.Connection, request: Request, row: tuple[object, ...]) -> None:
+def _insert_request(
+    conn: sqlite3.Connection,
+    row: tuple[object, ...],
+    keys: tuple[str, str | None, str, str | None],
+) -> None:
     """Insert a new request; DuplicateRequest names the request it would repeat."""
-    tool_call_id = request.tool_call_id if isinstance(request, ApprovalRequest) else None
-    existing = duplicate_row(
-        conn, request.session_id, tool_call_id, request.requested_by, request.idempotency_key
-    )
+    existing = duplicate_row(conn, *keys)
     if existing is not None:
         raise DuplicateRequest(existing[0])
+    request_id = str(row[0])
     try:
         conn.execute(_INSERT_REQUEST, row)
     except sqlite3.IntegrityError:
-        raise DuplicateRequest(request.id) from None
-    _index_text(conn, request.id, row[_AT["search"]])
+        raise DuplicateRequest(request_id) from None
+    _index_text(conn, request_id, row[_AT["search"]])
 
 
 def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None:
@@ -196,84 +295,124 @@ def _index_text(conn: sqlite3.Connection, request_id: str, text: object) -> None
     conn.execute("INSERT INTO requests_fts (rowid, search) VALUES (?, ?)", (seq, text))
 
 
-def _update_request(conn: sqlite3.Connection, request: Request, prepared: Prepared) -> None:
+def _update_request(
+    conn: sqlite3.Connection, values: tuple[object, ...], decider: str | None, request_id: str
+) -> None:
     """Store a request's next version, if the stored one is the version before it."""
-    assert prepared.update is not None
-    if conn.execute(_UPDATE_REQUEST, prepared.update).rowcount != 1:
-        raise VersionConflict(request.id)
-    conn.execute(_SET_DECIDER, (prepared.decider, request.id, prepared.decider))
+    if conn.execute(_UPDATE_REQUEST, values).rowcount != 1:
+        raise VersionConflict(request_id)
+    conn.execute(_SET_DECIDER, (decider, request_id, decider))
 
 
-def _store_task(conn: sqlite3.Connection, task: Task) -> None:
+def _store_task(
+    conn: sqlite3.Connection,
+    row: tuple[object, ...],
+    version: int,
+    task_id: str,
+    request_ids: tuple[str, ...],
+) -> None:
     """Insert a version-1 task or conditionally update it, then index its pending requests."""
-    row = tables.TASKS.values(task)
-    if task.version == 1:
+    if version == 1:
         try:
             conn.execute(_INSERT_TASK, row)
         except sqlite3.IntegrityError:
-            raise VersionConflict(task.id) from None
-    elif conn.execute(_UPDATE_TASK, tables.update_values(row, task.version)).rowcount != 1:
-        raise VersionConflict(task.id)
+            raise VersionConflict(task_id) from None
+    elif conn.execute(_UPDATE_TASK, tables.update_values(row, version)).rowcount != 1:
+        raise VersionConflict(task_id)
     conn.executemany(
         "INSERT OR REPLACE INTO task_requests (request_id, task_id) VALUES (?, ?)",
-        [(request_id, task.id) for request_id in task.request_ids],
+        [(request_id, task_id) for request_id in request_ids],
     )
 
 
-def _append_audit(txn: Txn, write: Write, details: list[str]) -> list[tables.AuditRow]:
-    """Chain the write's audit entries after the transaction's head, and move the head."""
-    if not write.audit:
+def _append_audit(txn: Txn, plan: Plan) -> list[tables.AuditRow]:
+    """Chain the plan's audit entries after the transaction's head, and move the head."""
+    if not plan.audit:
         return []
     seq, prev = txn.head
-    rows = tables.chain_rows(write.audit, details, write.at, seq, prev)
+    rows = tables.chain_rows_at(plan.audit, plan.at, seq, prev)
     txn.conn.executemany(_INSERT_AUDIT, rows)
     txn.move_head(rows[-1][0], rows[-1][9])
     return rows
 
 
-def _append_events(conn: sqlite3.Connection, write: Write, json: tables.RequestJson) -> list[int]:
-    """Append the write's events; SQLite numbers them."""
+def _apply(txn: Txn, plan: Plan) -> Answer:
+    """Run one plan inside the batch's transaction (and its own savepoint)."""
+    conn = txn.conn
+    if plan.insert is not None:
+        _insert_request(conn, *plan.insert)
+    if plan.update is not None:
+        _update_request(conn, *plan.update)
+    if plan.task is not None:
+        _store_task(conn, *plan.task)
+    for sql, rows in plan.replace:
+        conn.executemany(sql, rows)
+    for sql, rows in plan.delete:
+        conn.executemany(sql, rows)
+    audit = _append_audit(txn, plan)
     seqs: list[int] = []
-    at = write.at.isoformat()
-    for draft in write.events:
-        request = draft.request
-        seq = conn.execute(_INSERT_EVENT, (draft.type, at, request.id, json(request))).lastrowid
+    for event in plan.events:
+        seq = conn.execute(_INSERT_EVENT, event).lastrowid
         assert seq is not None
         seqs.append(seq)
-    return seqs
+    return audit, seqs
 
 
-def apply_write(txn: Txn, write: Write, prepared: Prepared) -> Applied:
-    """Run one write inside the batch's transaction (and its own savepoint)."""
-    conn = txn.conn
-    if write.insert is not None:
-        assert prepared.insert is not None
-        _insert_request(conn, write.insert, prepared.insert)
-    if write.update is not None:
-        _update_request(conn, write.update, prepared)
-    if write.task is not None:
-        _store_task(conn, write.task)
-    _replace(conn, tables.GRANTS, write.grants)
-    _replace(conn, tables.WEBHOOKS, write.webhooks)
-    _replace(conn, tables.DELIVERIES, write.deliveries)
-    _replace(conn, tables.TOKENS, write.tokens)
-    _replace(conn, tables.SESSIONS, write.sessions)
-    _replace(conn, tables.ROUTES, write.routes)
-    _replace(conn, tables.NOTICES, write.notices)
-    _replace(conn, tables.PERSON_LINKS, write.links)
-    if write.removed_routes:
-        conn.executemany(
-            "DELETE FROM notify_routes WHERE id = ?", [(i,) for i in write.removed_routes]
-        )
-    if write.removed_links:
-        conn.executemany(
-            "DELETE FROM person_links WHERE id = ?",
-            [(tables.link_key(*key),) for key in write.removed_links],
-        )
-    return Applied(
-        audit=_append_audit(txn, write, prepared.details),
-        seqs=_append_events(conn, write, prepared.json),
-        events=write.events,
-        at=write.at,
-        requests=[(prepared.json(r), r) for r in (write.insert, write.update) if r is not None],
+def _use_nonce(conn: sqlite3.Connection, job: UseNonce) -> bool:
+    conn.execute("DELETE FROM nonces WHERE until_us <= ?", (job.now_us,))
+    cursor = conn.execute(
+        "INSERT INTO nonces (key, until_us) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+        (job.key, job.until_us),
     )
+    return cursor.rowcount == 1
+
+
+Outcome: TypeAlias = tuple[object, BaseException | None]
+"""A job's answer, or what it failed with."""
+
+
+def run_batch(conn: sqlite3.Connection, path: object, jobs: Sequence[Job]) -> list[Outcome]:
+    """Run ``jobs`` in one transaction, each in its own savepoint when there are several (a
+    job alone is rolled back with the transaction), and commit; each job's outcome, in order.
+
+    A job that fails is rolled back alone and fails with what it raised (an SQLite error as
+    StoreUnavailable); a failed commit fails every job.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        error = StoreUnavailable(f"cannot write {path}: {exc}")
+        return [(None, error) for _ in jobs]
+    txn = Txn(conn)
+    alone = len(jobs) == 1
+    outcomes: list[Outcome] = []
+    for job in jobs:
+        saved = txn.save()
+        if not alone:
+            conn.execute("SAVEPOINT write")
+        try:
+            result = _use_nonce(conn, job) if isinstance(job, UseNonce) else _apply(txn, job)
+        except BaseException as exc:
+            txn.restore(saved)
+            if not alone:
+                conn.execute("ROLLBACK TO write")
+                conn.execute("RELEASE write")
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                exc = StoreUnavailable(f"cannot write {path}: {exc}")
+            outcomes.append((None, exc))
+        else:
+            if not alone:
+                conn.execute("RELEASE write")
+            outcomes.append((result, None))
+    if conn.in_transaction:
+        try:
+            txn.write_head()
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            error = StoreUnavailable(f"cannot commit to {path}: {exc}")
+            outcomes = [(None, error) for _ in outcomes]
+    return outcomes

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 from pydantic import TypeAdapter
 
-from signoff.domain.audit import AuditDraft, AuditEntry, committed_entry, entry_hash
+from signoff.domain.audit import AuditDraft, AuditEntry, committed_entry, fields_hash
 from signoff.domain.events import Event
 from signoff.domain.grants import Grant
 from signoff.domain.jsoncanon import canonical_json
@@ -49,14 +49,17 @@ __all__ = [
     "TOKENS",
     "WEBHOOKS",
     "AuditChain",
+    "AuditFields",
     "AuditRow",
     "Marks",
     "PageSQL",
     "RequestJson",
     "Table",
     "audit_entry",
+    "audit_fields",
     "chain_audit",
     "chain_rows",
+    "chain_rows_at",
     "duplicate_lookups",
     "event_from_row",
     "insert_sql",
@@ -430,7 +433,7 @@ class AuditChain:
 def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str) -> AuditChain:
     """Number ``drafts`` after ``seq`` and link each to the hash before it (``prev``)."""
     drafts = list(drafts)
-    rows = chain_rows(drafts, [canonical_json(d.details) for d in drafts], at, seq, prev)
+    rows = chain_rows([audit_fields(d, canonical_json(d.details)) for d in drafts], at, seq, prev)
     entries = [
         committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
         for draft, row in zip(drafts, rows, strict=True)
@@ -446,30 +449,39 @@ AuditRow: TypeAlias = tuple[int, str | None, str, str, str, str | None, str | No
 details, prev_hash, hash."""
 
 
-def chain_rows(
-    drafts: Sequence[AuditDraft], details: Sequence[str], at: datetime, seq: int, prev: str
-) -> list[AuditRow]:
-    """The rows of :data:`AUDIT` that number ``drafts`` after ``seq`` and link each to the
-    hash before it (``prev``), given each draft's ``canonical_json(details)``, made already.
-    """
+AuditFields: TypeAlias = tuple[str, str, str | None, str | None, str | None, str]
+"""An audit draft as plain values: action, actor, request id, statuses from and to, and its
+canonical details JSON."""
+
+
+def audit_fields(draft: AuditDraft, details_json: str) -> AuditFields:
+    """``draft``'s :data:`AuditFields`, given ``canonical_json(draft.details)``."""
+    return (
+        draft.action,
+        draft.actor,
+        draft.request_id,
+        draft.from_status,
+        draft.to_status,
+        details_json,
+    )
+
+
+def chain_rows(audit: Sequence[AuditFields], at: datetime, seq: int, prev: str) -> list[AuditRow]:
+    """The rows of :data:`AUDIT` that number the drafts ``audit`` holds after ``seq`` and link
+    each to the hash before it (``prev``)."""
+    return chain_rows_at(audit, at.isoformat(), seq, prev)
+
+
+def chain_rows_at(audit: Sequence[AuditFields], at: str, seq: int, prev: str) -> list[AuditRow]:
+    """:func:`chain_rows` with ``at`` in ISO form."""
     rows: list[AuditRow] = []
-    stamp = at.isoformat()
-    for draft, details_json in zip(drafts, details, strict=True):
+    for action, actor, request_id, from_status, to_status, details_json in audit:
         seq += 1
-        digest = entry_hash(prev_hash=prev, seq=seq, at=at, draft=draft, details_json=details_json)
+        digest = fields_hash(
+            prev, seq, at, (action, actor, request_id, from_status, to_status), details_json
+        )
         rows.append(
-            (
-                seq,
-                draft.request_id,
-                stamp,
-                draft.action,
-                draft.actor,
-                draft.from_status,
-                draft.to_status,
-                details_json,
-                prev,
-                digest,
-            )
+            (seq, request_id, at, action, actor, from_status, to_status, details_json, prev, digest)
         )
         prev = digest
     return rows
