@@ -22,7 +22,6 @@ import os
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,7 +48,6 @@ from signoff.store.base import (
     lapsed_among,
     to_micros,
 )
-from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 from signoff.store.sqlite_writes import (
     Answer,
     Applied,
@@ -57,7 +55,9 @@ from signoff.store.sqlite_writes import (
     Prepared,
     UseNonce,
     applied,
+    connect,
     duplicate_row,
+    open_for_writing,
     prepare,
     run_batch,
 )
@@ -67,7 +67,6 @@ __all__ = ["SQLiteStore", "sqlite_path_from_url"]
 T = TypeVar("T")
 
 _BATCH_LIMIT = 256
-_BUSY_TIMEOUT_MS = 10_000
 
 
 def sqlite_path_from_url(url: str) -> Path:
@@ -93,33 +92,6 @@ def _create_private(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def _switch_to_wal(conn: sqlite3.Connection) -> str:
-    """``PRAGMA journal_mode = WAL``, tried again while another process holds the file.
-
-    Two processes opening a new file at once both switch it to WAL. That switch needs the
-    file to itself and SQLite does not always wait on the busy timeout for it: it may say
-    "database is locked" at once, while the other process is only a moment from done.
-    """
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 @dataclass
@@ -238,7 +210,7 @@ class SQLiteStore:
             self._writer = None
             raise
         self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="signoff-sqlite-read")
-        self._lookup_conn = _connect(self.path)
+        self._lookup_conn = connect(self.path)
         self._lookup_conn.execute("PRAGMA query_only = ON")
 
     async def close(self) -> None:
@@ -264,13 +236,7 @@ class SQLiteStore:
     def _writer_main(self, ready: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
         opened: _Outcome = (ready, None, None)
         try:
-            conn = _connect(self.path)
-            mode = _switch_to_wal(conn)
-            if str(mode).lower() != "wal":
-                raise StoreUnavailable(f"{self.path}: cannot switch to WAL mode")
-            self._migrate(conn)
-        except (sqlite3.Error, OSError) as exc:
-            opened = (ready, None, StoreUnavailable(f"cannot open {self.path}: {exc}"))
+            conn = open_for_writing(self.path)
         except SignoffError as exc:
             opened = (ready, None, exc)
         loop.call_soon_threadsafe(_resolve, [opened])
@@ -294,25 +260,6 @@ class SQLiteStore:
                 self._run_batch(conn, batch)
         finally:
             conn.close()
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreUnavailable(
-                    f"{self.path} has schema version {version}, newer than this signoff "
-                    f"understands ({SCHEMA_VERSION}); upgrade signoff"
-                )
-            for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[number - 1].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {number}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
         """Run the batch's jobs in one transaction (:func:`run_batch`), remember what the
@@ -346,7 +293,7 @@ class SQLiteStore:
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path)
+            conn = connect(self.path)
             conn.execute("PRAGMA query_only = ON")
             self._local.conn = conn
             with self._read_lock:

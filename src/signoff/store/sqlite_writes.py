@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import TypeAlias, TypeVar
 
 from signoff.domain.audit import GENESIS_HASH
@@ -26,8 +28,10 @@ from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import StoreUnavailable
 from signoff.store import tables
 from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
+from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = [
+    "BUSY_TIMEOUT_MS",
     "Answer",
     "Applied",
     "Job",
@@ -36,12 +40,88 @@ __all__ = [
     "Txn",
     "UseNonce",
     "applied",
+    "connect",
     "duplicate_row",
+    "open_for_writing",
     "prepare",
     "run_batch",
 ]
 
 T = TypeVar("T")
+
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection to ``path`` with the store's settings (FULL sync, foreign keys, waiting
+    up to :data:`BUSY_TIMEOUT_MS` for another writer)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """``PRAGMA journal_mode = WAL``, tried again while another process holds the file.
+
+    Two processes opening a new file at once both switch it to WAL. That switch needs the
+    file to itself and SQLite does not always wait on the busy timeout for it: it may say
+    "database is locked" at once, while the other process is only a moment from done.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _migrate(conn: sqlite3.Connection, path: object) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"{path} has schema version {version}, newer than this signoff "
+                f"understands ({SCHEMA_VERSION}); upgrade signoff"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[number - 1].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def open_for_writing(path: Path) -> sqlite3.Connection:
+    """The writer's connection to ``path``: switched to WAL, the schema migrated.
+
+    StoreUnavailable when the file cannot be opened or holds a newer schema.
+    """
+    try:
+        conn = connect(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+    try:
+        mode = _switch_to_wal(conn)
+        if str(mode).lower() != "wal":
+            raise StoreUnavailable(f"{path}: cannot switch to WAL mode")
+        _migrate(conn, path)
+    except BaseException as exc:
+        conn.close()
+        if isinstance(exc, (sqlite3.Error, OSError)):
+            raise StoreUnavailable(f"cannot open {path}: {exc}") from None
+        raise
+    return conn
 
 
 class Txn:
