@@ -21,7 +21,8 @@ from tests.serving import Receiver, Server, free_port, run_receiver, start_serve
 pytest_plugins = ("tests.hooks.hook_people",)
 """The admin, agent and person tokens of the hook tests (module fixtures on ``server``)."""
 
-BACKENDS = ["memory", "sqlite", "postgres"]
+BACKENDS = ["memory", "sqlite", "sqlite-process", "postgres"]
+"""``sqlite-process``: the SQLite store with its writer in a process of its own."""
 
 PG_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 """The PostgreSQL the postgres backend's tests use; each test gets a schema of its own."""
@@ -41,6 +42,8 @@ def make_store(backend: str, tmp_path: Path) -> Store:
         return MemoryStore()
     if backend == "sqlite":
         return SQLiteStore(tmp_path / "signoff.db")
+    if backend == "sqlite-process":
+        return SQLiteStore(tmp_path / "signoff.db", writer="process")
     raise AssertionError(backend)
 
 

@@ -64,21 +64,29 @@ def is_postgres(url: str) -> bool:
     return url.startswith(("postgresql:", "postgres:"))
 
 
-def open_store(url: str, *, pool: int | None = None) -> Store:
+def open_store(url: str, *, pool: int | None = None, writer: str | None = None) -> Store:
     """The store a database URL names (``sqlite:///path``, ``postgresql://...``, ``memory://``).
 
     ``pool``: the most connections a PostgreSQL store opens for its reads and writes
-    (default 10); InvalidRequest for any other store, which has no pool.
+    (default 10); InvalidRequest for any other store, which has no pool. ``writer``: what
+    runs a SQLite store's writes, ``thread`` (the default) or ``process``; InvalidRequest
+    for any other store.
     """
     postgres = is_postgres(url)
     if pool is not None and not postgres:
         raise InvalidRequest("a connection pool size applies to a PostgreSQL database only")
+    if writer is not None and not url.startswith("sqlite:"):
+        raise InvalidRequest("a writer thread or process applies to a SQLite database only")
     if pool is not None and pool < 1:
         raise InvalidRequest(f"a connection pool needs at least 1 connection, not {pool}")
     if url.startswith("sqlite:"):
         from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 
-        return SQLiteStore(sqlite_path_from_url(url))
+        if writer not in (None, "thread", "process"):
+            raise InvalidRequest(f"a SQLite writer is a thread or a process, not {writer!r}")
+        return SQLiteStore(
+            sqlite_path_from_url(url), writer="process" if writer == "process" else "thread"
+        )
     if url in ("memory://", "memory:"):
         from signoff.store.memory import MemoryStore
 

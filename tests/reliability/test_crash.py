@@ -15,22 +15,28 @@ from signoff.server.app import API
 from tests.serving import bearer, free_port, start_server
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file or PostgreSQL database (see ``pg_database``)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'crash.db'}"
+@pytest.fixture(params=["sqlite", "sqlite-process", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """A fresh SQLite file (its writer a thread, or a process: ``--sqlite-writer``) or
+    PostgreSQL database (see ``pg_database``), and the environment the server needs for it."""
+    if request.param.startswith("sqlite"):
+        writer = "process" if request.param == "sqlite-process" else "thread"
+        return f"sqlite:///{tmp_path / 'crash.db'}", {"SIGNOFF_SQLITE_WRITER": writer}
     url: str = request.getfixturevalue("pg_database")
-    return url
+    return url, {}
 
 
 async def test_kill_9_mid_load_loses_no_acknowledged_decision(
-    database: str, tmp_path: Path
+    database: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:
-    """Every decision answered 200 survives; the rest are whole or untouched; audit verifies."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
+    """Every decision answered 200 survives; the rest are whole or untouched; audit verifies.
+
+    With a writer process, the server's kill leaves the writer to finish the batch it runs
+    and exit; the server started again opens the file once it has."""
+    url, settings = database
+    env = {**os.environ, **settings, "XDG_CONFIG_HOME": str(tmp_path), "COLUMNS": "200"}
     port = free_port()
-    server = start_server(database, port, env)
+    server = start_server(url, port, env)
     admin = server.admin_token
     assert admin is not None
     async with httpx.AsyncClient(base_url=server.base, headers=bearer(admin), timeout=30) as http:
@@ -65,7 +71,7 @@ async def test_kill_9_mid_load_loses_no_acknowledged_decision(
         results: list[tuple[str, int]] = await asyncio.gather(*load)
     acknowledged = {rid for rid, code in results if code == 200}
     assert 10 <= len(acknowledged) < len(ids), "the kill should land mid-load"
-    again = start_server(database, port, env)
+    again = start_server(url, port, env)
     try:
         async with httpx.AsyncClient(base_url=again.base, headers=bearer(admin)) as http:
             statuses: dict[str, Any] = {}

@@ -92,16 +92,18 @@ async def open_service(
     policy: Policy | None = None,
     read_file: FileReader | None = None,
     pool: int | None = None,
+    writer: str | None = None,
 ) -> AsyncIterator[Service]:
     """The service on ``--db`` with ``policy`` (default: the tools.toml files).
 
     ``follow`` also publishes events other processes write (the service's own follower);
-    a one-shot command leaves it off. ``pool``: a PostgreSQL store's most connections.
+    a one-shot command leaves it off. ``pool``: a PostgreSQL store's most connections;
+    ``writer``: a SQLite store's writer, ``thread`` or ``process``.
     Diff previews read files only through ``read_file`` (default: none are read, as a
     server must; a command filing its own requests in this process may pass a reader).
     """
     chosen = policy if policy is not None else Policy.load()
-    store = open_store(db or default_db_url(), pool=pool)
+    store = open_store(db or default_db_url(), pool=pool, writer=writer)
     service = Service(store, policy=chosen, read_file=read_file, follow=follow)
     await service.open()
     try:

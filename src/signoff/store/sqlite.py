@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from signoff.domain.audit import AuditEntry, LogCoverage, committed_entry
 from signoff.domain.events import Event, EventDraft, committed_event
@@ -48,6 +49,7 @@ from signoff.store.base import (
     lapsed_among,
     to_micros,
 )
+from signoff.store.sqlite_writer import WriterProcess
 from signoff.store.sqlite_writes import (
     Answer,
     Applied,
@@ -62,7 +64,9 @@ from signoff.store.sqlite_writes import (
     run_batch,
 )
 
-__all__ = ["SQLiteStore", "sqlite_path_from_url"]
+__all__ = ["SQLiteStore", "WriterKind", "sqlite_path_from_url"]
+
+WriterKind: TypeAlias = Literal["thread", "process"]
 
 T = TypeVar("T")
 
@@ -174,8 +178,15 @@ def _resolve(outcomes: list[_Outcome]) -> None:
 class SQLiteStore:
     """A :class:`~signoff.store.base.Store` in one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, writer: WriterKind = "thread") -> None:
+        """``writer``: what runs the writes' statements, a thread of this process or a
+        process of its own (:mod:`~signoff.store.sqlite_writer`: for many concurrent writers
+        on a busy event loop)."""
+        if writer not in ("thread", "process"):
+            raise InvalidRequest(f"a SQLite writer is a thread or a process, not {writer!r}")
         self.path = Path(path)
+        self.writer: WriterKind = writer
+        self._process: WriterProcess | None = None
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._readers: ThreadPoolExecutor | None = None
@@ -185,16 +196,32 @@ class SQLiteStore:
         self._lookup_conn: sqlite3.Connection | None = None
         self._known = _Known()
 
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id while the store is open with one; None otherwise."""
+        return self._process.pid if self._process is not None else None
+
     # -- lifecycle -----------------------------------------------------------------------
 
     async def open(self) -> None:
         """Create the file if needed, switch to WAL and migrate the schema."""
-        if self._writer is not None:
+        if self._writer is not None or self._process is not None:
             return
         try:
             _create_private(self.path)
         except OSError as exc:
             raise StoreUnavailable(f"cannot create {self.path}: {exc}") from None
+        if self.writer == "process":
+            process = WriterProcess(self.path)
+            await process.start()
+            self._process = process
+        else:
+            await self._start_thread()
+        self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="signoff-sqlite-read")
+        self._lookup_conn = connect(self.path)
+        self._lookup_conn.execute("PRAGMA query_only = ON")
+
+    async def _start_thread(self) -> None:
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writer = threading.Thread(
             target=self._writer_main,
@@ -209,12 +236,12 @@ class SQLiteStore:
             self._writer.join()
             self._writer = None
             raise
-        self._readers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="signoff-sqlite-read")
-        self._lookup_conn = connect(self.path)
-        self._lookup_conn.execute("PRAGMA query_only = ON")
 
     async def close(self) -> None:
         """Finish queued writes, then close every connection."""
+        if self._process is not None:
+            await self._process.stop()
+            self._process = None
         if self._writer is not None:
             self._jobs.put(None)
             await asyncio.to_thread(self._writer.join)
@@ -267,8 +294,11 @@ class SQLiteStore:
         outcomes = run_batch(conn, self.path, [job.work for job in batch])
         for job, (answer, error) in zip(batch, outcomes, strict=True):
             if error is None and job.written is not None:
-                self._known.add(applied(*job.written, cast(Answer, answer)))
+                self._remember(*job.written, cast(Answer, answer))
         self._settle([(job, *outcome) for job, outcome in zip(batch, outcomes, strict=True)])
+
+    def _remember(self, write: Write, prepared: Prepared, answer: Answer) -> None:
+        self._known.add(applied(write, prepared, answer))
 
     @staticmethod
     def _settle(outcomes: list[tuple[_Job, Any, BaseException | None]]) -> None:
@@ -281,6 +311,9 @@ class SQLiteStore:
                 loop.call_soon_threadsafe(_resolve, settled)
 
     async def _write(self, work: Job, written: tuple[Write, Prepared] | None = None) -> Any:
+        if self._process is not None:
+            done = None if written is None else partial(self._remember, *written)
+            return await self._process.run(work, done)
         if self._writer is None:
             raise StoreUnavailable("the store is not open")
         loop = asyncio.get_running_loop()
