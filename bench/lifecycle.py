@@ -51,7 +51,11 @@ batched transaction is pickled and written to a socket by the event loop while t
 runs there, and the process's answer read back there, as a writer-process store would hand
 its writes over.
 
-The ten take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
+The service also runs on the store with its writer in a process of its own
+(``SQLiteStore(path, writer="process")``, ``signoff serve --sqlite-writer process``), with one
+caller and with ``--concurrency``.
+
+The twelve take turns in ``--rounds`` rounds (rotating order, each on a fresh file), so
 that other load on the machine, which moves the cost of a disk sync several-fold on a
 shared host, falls on all of them alike; each rate is its lifecycles over its time summed
 over the rounds. ``--profile`` instead runs the service once with one caller and once with
@@ -563,7 +567,7 @@ def through_memory(lifecycles: int, concurrency: int, tally: Tally) -> None:
 
 
 def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dict[str, Tally]:
-    """What each of the ten did over ``rounds`` turns, in rotating order."""
+    """What each of the twelve did over ``rounds`` turns, in rotating order."""
     per_round = max(1, lifecycles // rounds)
     serial = max(1, per_round // 4)
     done = {
@@ -572,6 +576,8 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
             "plain",
             "serial",
             "batched",
+            "serial, process",
+            "batched, process",
             "memory 1",
             "memory n",
             "replay 1",
@@ -597,6 +603,20 @@ def run_rounds(tmp: Path, lifecycles: int, concurrency: int, rounds: int) -> dic
             *timed(
                 per_round,
                 asyncio.run(through_service(SQLiteStore(path), per_round, concurrency)),
+            )
+        ),
+        "serial, process": lambda path: done["serial, process"].add(
+            *timed(
+                serial,
+                asyncio.run(through_service(SQLiteStore(path, writer="process"), serial, 1)),
+            )
+        ),
+        "batched, process": lambda path: done["batched, process"].add(
+            *timed(
+                per_round,
+                asyncio.run(
+                    through_service(SQLiteStore(path, writer="process"), per_round, concurrency)
+                ),
             )
         ),
         "memory 1": lambda path: through_memory(per_round, 1, done["memory 1"]),
@@ -690,7 +710,7 @@ def profile(tmp: Path, lifecycles: int, concurrency: int, top: int = 30) -> None
 
 
 def main() -> None:
-    """Run the ten in turns and print lifecycles per second, the ratios and the ceilings."""
+    """Run the twelve in turns and print lifecycles per second, the ratios and the ceilings."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lifecycles", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
@@ -722,6 +742,15 @@ def report(done: dict[str, Tally], rounds: int, concurrency: int) -> None:
     print(
         f"signoff service, {concurrency} concurrent callers:            "
         f"{batched:9.1f} lifecycles/s  ratio {batched / base:.2f}  (target >= 1.50)"
+    )
+    serial_process, batched_process = (
+        done[k].count / done[k].seconds for k in ("serial, process", "batched, process")
+    )
+    print(
+        f"the same, the store's writer a process (--sqlite-writer process): 1 caller "
+        f"{serial_process:.1f} lifecycles/s, ratio {serial_process / base:.2f}; "
+        f"{concurrency} callers {batched_process:.1f} lifecycles/s, ratio "
+        f"{batched_process / base:.2f}"
     )
     one, many = done["memory 1"], done["memory n"]
     plain_ms, own_ms = 1e3 / base, one.seconds / one.count * 1e3

@@ -21,8 +21,26 @@ from tests.serving import Receiver, Server, free_port, run_receiver, start_serve
 pytest_plugins = ("tests.hooks.hook_people",)
 """The admin, agent and person tokens of the hook tests (module fixtures on ``server``)."""
 
-BACKENDS = ["memory", "sqlite", "sqlite-process", "postgres"]
-"""``sqlite-process``: the SQLite store with its writer in a process of its own."""
+BACKENDS = ["memory", "sqlite", "postgres"]
+
+WRITER_PROCESS_SUITES = (
+    "tests/store/test_store_suite.py",
+    "tests/store/test_history_suite.py",
+    "tests/store/test_notify_suite.py",
+    "tests/test_service.py",
+)
+"""Where the ``store`` fixture is also ``sqlite-process``: the SQLite store with its writer in
+a process of its own (each start costs about 0.3 s, so not every test that takes a store)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test taking a ``store`` (or a ``service`` on one) runs once per backend."""
+    defs = metafunc._arg2fixturedefs.get("store")  # the one a test gets is the last
+    if defs and defs[-1].baseid == "tests":  # this file's, not a module's own
+        backends = list(BACKENDS)
+        if str(metafunc.definition.path).endswith(WRITER_PROCESS_SUITES):
+            backends.insert(2, "sqlite-process")
+        metafunc.parametrize("store", backends, indirect=True)
 
 PG_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 """The PostgreSQL the postgres backend's tests use; each test gets a schema of its own."""
@@ -127,7 +145,7 @@ async def pg_database() -> AsyncIterator[str]:
         await pg_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", dsn)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """An open store, once per backend (on PostgreSQL: in a fresh schema, dropped after)."""
     schema: str | None = None
