@@ -42,6 +42,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             backends.insert(2, "sqlite-process")
         metafunc.parametrize("store", backends, indirect=True)
 
+
 PG_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 """The PostgreSQL the postgres backend's tests use; each test gets a schema of its own."""
 
