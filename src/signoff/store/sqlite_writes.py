@@ -16,10 +16,9 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeAlias, TypeVar
+from typing import NamedTuple, TypeAlias, TypeVar
 
 from signoff.domain.audit import GENESIS_HASH
 from signoff.domain.events import EventDraft
@@ -209,10 +208,9 @@ _SET_DECIDER = "UPDATE requests SET decided_by = ? WHERE id = ? AND decided_by I
 Rows: TypeAlias = tuple[tuple[object, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """One write as the values of its statements: plain data, all of it made before its
-    transaction (a writer process is handed it pickled)."""
+    transaction (a writer process is handed it pickled, as a plain tuple)."""
 
     at: str
     """When it happens, in ISO form: its audit entries' and events' time."""
@@ -233,8 +231,7 @@ class Plan:
     """The events to append: type, time, request id, the request's JSON."""
 
 
-@dataclass(frozen=True, slots=True)
-class UseNonce:
+class UseNonce(NamedTuple):
     """Record ``key`` as used until ``until_us``, forgetting keys past ``now_us``."""
 
     key: str
@@ -247,8 +244,7 @@ Answer: TypeAlias = tuple[list[tables.AuditRow], list[int]]
 """What running a plan appended: its audit rows, numbered and chained, and its events' seqs."""
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(NamedTuple):
     """A write as far as it can be made before its transaction."""
 
     json: tables.RequestJson
@@ -257,8 +253,7 @@ class Prepared:
     """What the writer runs."""
 
 
-@dataclass(frozen=True)
-class Applied:
+class Applied(NamedTuple):
     """What a committed write appended, as the store remembers it."""
 
     audit: list[tables.AuditRow]
