@@ -18,8 +18,8 @@ Per phase it prints lifecycles per second and p50 / p99 from the moment an appro
 its decision until the agent's ``wait`` returns and until the ``decided`` event reaches each
 WebSocket client (all clients' arrivals: the kernel's receive time of the data, read with
 ``SO_TIMESTAMPNS``, and, for comparison, when the client process read it); whether every
-client got every event once and in order; the server process's own CPU time (from /proc)
-per 1,000 deliveries, gross and net of what the lifecycles cost in the baseline; and the
+client got every event once and in order; the server process's own CPU time (from /proc;
+with ``--sqlite-writer process``, its writer process's added) per 1,000 deliveries, gross and net of what the lifecycles cost in the baseline; and the
 client processes' CPU, to show they were not the bottleneck (they parse raw frames, see
 bench/serving.py).
 
@@ -29,7 +29,7 @@ delaying it, and their own scheduling delay is not counted as delivery time (the
 timestamp is).
 
     python bench/server.py [--ws 1000] [--agents 20] [--approvers 4] [--lifecycles 400]
-        [--rate 60]
+        [--rate 60] [--sqlite-writer thread|process]
 """
 
 from __future__ import annotations
@@ -53,12 +53,12 @@ from serving import (
     Served,
     WsCounter,
     WsStats,
-    cpu_seconds,
     make_token,
     open_ws,
     pct,
     raise_open_files,
     start_server,
+    tree_cpu_seconds,
 )
 
 PEGGED = 0.9
@@ -246,14 +246,14 @@ class Phase:
 async def run_phase(load: Load, server: Served, name: str, count: int, rate: float) -> Phase:
     """Run one phase, measuring the server's CPU around it."""
     events, done = load.events_seen, load.completed
-    cpu, wall = cpu_seconds(server.pid), time.monotonic()
+    cpu, wall = tree_cpu_seconds(server.pid), time.monotonic()
     elapsed = await load.lifecycles(name, count, rate)
     return Phase(
         name,
         load.completed - done,
         elapsed,
         load.events_seen - events,
-        cpu_seconds(server.pid) - cpu,
+        tree_cpu_seconds(server.pid) - cpu,
         time.monotonic() - wall,
     )
 
@@ -388,7 +388,13 @@ async def run(opts: argparse.Namespace) -> None:
     raise_open_files()
     connections = opts.ws + opts.agents + opts.approvers + 100
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), "--max-connections", str(connections))
+        server = start_server(
+            Path(tmp),
+            "--max-connections",
+            str(connections),
+            "--sqlite-writer",
+            opts.sqlite_writer,
+        )
         try:
             await measure(server, opts)
         finally:
@@ -407,6 +413,12 @@ def main() -> None:
         "--rate", type=float, default=60.0, help="the paced phase's lifecycles started a second"
     )
     parser.add_argument("--baseline", type=int, default=100, help="lifecycles without clients")
+    parser.add_argument(
+        "--sqlite-writer",
+        choices=("thread", "process"),
+        default="thread",
+        help="the server's SQLite writer (a process's CPU counts as the server's)",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -63,6 +63,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15)
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """:func:`cpu_seconds` of process ``pid`` and of the children it runs (a SQLite writer
+    process): the server's CPU wherever its work runs."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(FileNotFoundError):  # it has just ended
+                total += cpu_seconds(int(child))
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid``, from /proc."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
