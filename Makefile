@@ -58,7 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/history.py  # history's pages at 10^3..10^6 rows (SQLite)
 	$(BIN)/python bench/history.py --pg  # the same on PostgreSQL, 10^3..10^5
 	$(BIN)/python bench/pause_resume.py  # LangGraph interrupt() on SQLite and PostgreSQL
-	$(BIN)/python bench/writer_process.py  # a prototype: the SQLite store's commits on a writer process
+	$(BIN)/python bench/writer_process.py  # 64 callers, the SQLite store's writer a thread or a process
 	$(BIN)/python bench/chat_stream.py  # conversations over AG-UI against the JSON API
 
 clean:
