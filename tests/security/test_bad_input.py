@@ -1,5 +1,8 @@
 """Bad input against a real server, on SQLite and PostgreSQL: a 4xx in the one error shape.
 
+On SQLite twice: with the store's writer a thread, and a process of its own
+(``--sqlite-writer process``), which is handed every write the agent's input makes.
+
 Every input here once gave a 500, a 503 (reported as a store outage) or a body in another
 shape. Each test also checks that the server is healthy afterwards: /healthz answers and
 a normal submit works.
@@ -21,7 +24,7 @@ from tests.conftest import PG_DSN, new_schema, pg_execute, postgres_dsn
 from tests.serving import Server, agent_token, bearer, free_port, start_server
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", "sqlite-process", "postgres"])
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Server, str]]:
@@ -39,7 +42,8 @@ def served(
     else:
         db = f"sqlite:///{tmp / 'serve.db'}"
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp), "COLUMNS": "200"}
-    server = start_server(db, free_port(), env)
+    writer = ("--sqlite-writer", "process") if request.param == "sqlite-process" else ()
+    server = start_server(db, free_port(), env, *writer)
     try:
         yield server, agent_token(server)
     finally:
@@ -200,6 +204,33 @@ def test_a_nul_inside_tool_args_is_kept_alike_on_both_stores(served: tuple[Serve
     assert got.json()["tool_args"] == args
     listed = httpx.get(f"{server.base}{API}/requests?session_id=nul-data", headers=bearer(token))
     assert listed.json()["items"][0]["tool_args"] == args
+    assert_healthy(server, token)
+
+
+def test_agent_text_that_looks_like_code_is_stored_as_sent(served: tuple[Server, str]) -> None:
+    """Values shaped like a pickle, SQL or a frame length (what a writer process is handed
+    beside them) are data: stored and read back unchanged, and the audit chain verifies."""
+    server, token = served
+    args = {
+        "pickle": "cos\nsystem\n(S'touch /tmp/pwned'\ntR.",
+        "sql": "x'); DROP TABLE requests; --",
+        "frame": "\x00" * 8 + "\xff" * 8,
+        "deep": [[[[[[[[[[{"k": "v"}]]]]]]]]]],
+        "numbers": [0, -1, 2**53, 1.5e300, -0.0],
+        "text": "\u202etxt.exe \u2028 \x1b[31m",
+    }
+    created = httpx.post(
+        f"{server.base}{API}/requests",
+        json={"session_id": "code-shaped", "tool_name": "t", "tool_args": args},
+        headers=bearer(token),
+    )
+    assert created.status_code == 201, created.text
+    got = httpx.get(f"{server.base}{API}/requests/{created.json()['id']}", headers=bearer(token))
+    assert got.json()["tool_args"] == args
+    admin = httpx.get(
+        f"{server.base}{API}/audit/verify", headers=bearer(server.admin_token or ""), timeout=30
+    )
+    assert admin.json()["ok"] is True, admin.text
     assert_healthy(server, token)
 
 
