@@ -190,18 +190,23 @@ def test_a_nul_in_the_url_is_422(served: tuple[Server, str], path: str) -> None:
     assert_healthy(server, token)
 
 
-def test_a_nul_inside_tool_args_is_kept_alike_on_both_stores(served: tuple[Server, str]) -> None:
-    """A NUL inside an argument's value is data: stored and read back unchanged on both stores."""
-    server, token = served
-    args = {"text": "before\x00after", "nested": ["\x00"]}
+def stored_args(server: Server, token: str, session_id: str, args: dict[str, Any]) -> Any:
+    """Submit a call with ``args`` as the agent; the args the server then reads back."""
     created = httpx.post(
         f"{server.base}{API}/requests",
-        json={"session_id": "nul-data", "tool_name": "t", "tool_args": args},
+        json={"session_id": session_id, "tool_name": "t", "tool_args": args},
         headers=bearer(token),
     )
     assert created.status_code == 201, created.text
     got = httpx.get(f"{server.base}{API}/requests/{created.json()['id']}", headers=bearer(token))
-    assert got.json()["tool_args"] == args
+    return got.json()["tool_args"]
+
+
+def test_a_nul_inside_tool_args_is_kept_alike_on_both_stores(served: tuple[Server, str]) -> None:
+    """A NUL inside an argument's value is data: stored and read back unchanged on both stores."""
+    server, token = served
+    args = {"text": "before\x00after", "nested": ["\x00"]}
+    assert stored_args(server, token, "nul-data", args) == args
     listed = httpx.get(f"{server.base}{API}/requests?session_id=nul-data", headers=bearer(token))
     assert listed.json()["items"][0]["tool_args"] == args
     assert_healthy(server, token)
@@ -219,14 +224,7 @@ def test_agent_text_that_looks_like_code_is_stored_as_sent(served: tuple[Server,
         "numbers": [0, -1, 2**53, 1.5e300, -0.0],
         "text": "\u202etxt.exe \u2028 \x1b[31m",
     }
-    created = httpx.post(
-        f"{server.base}{API}/requests",
-        json={"session_id": "code-shaped", "tool_name": "t", "tool_args": args},
-        headers=bearer(token),
-    )
-    assert created.status_code == 201, created.text
-    got = httpx.get(f"{server.base}{API}/requests/{created.json()['id']}", headers=bearer(token))
-    assert got.json()["tool_args"] == args
+    assert stored_args(server, token, "code-shaped", args) == args
     admin = httpx.get(
         f"{server.base}{API}/audit/verify", headers=bearer(server.admin_token or ""), timeout=30
     )
