@@ -350,7 +350,7 @@ class WriterProcess:
         unknown = sum(len(batch) for batch in self._in_flight)
         self._broken = StoreUnavailable(
             f"the SQLite writer process for {self.path} ended (exit code {code}); "
-            "the store takes no more writes until the server restarts"
+            "the store takes no more writes until it is opened again (a server: restart it)"
         )
         log.error(
             "%s: %s writes in flight may or may not be committed (%r)", self._broken, unknown, exc
