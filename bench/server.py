@@ -19,9 +19,9 @@ its decision until the agent's ``wait`` returns and until the ``decided`` event 
 WebSocket client (all clients' arrivals: the kernel's receive time of the data, read with
 ``SO_TIMESTAMPNS``, and, for comparison, when the client process read it); whether every
 client got every event once and in order; the server process's own CPU time (from /proc;
-with ``--sqlite-writer process``, its writer process's added) per 1,000 deliveries, gross and net of what the lifecycles cost in the baseline; and the
-client processes' CPU, to show they were not the bottleneck (they parse raw frames, see
-bench/serving.py).
+with ``--sqlite-writer process``, its writer process's added) per 1,000 deliveries, gross
+and net of what the lifecycles cost in the baseline; and the client processes' CPU, to show
+they were not the bottleneck (they parse raw frames, see bench/serving.py).
 
 The 1,000 clients stand in for browsers on other machines. Here they share the server's two
 cores, so their processes run at nice 10: they take the CPU the server leaves instead of
