@@ -256,8 +256,6 @@ class Prepared(NamedTuple):
 class Applied(NamedTuple):
     """What a committed write appended, as the store remembers it."""
 
-    audit: list[tables.AuditRow]
-    """The audit rows, numbered and chained."""
     seqs: list[int]
     """Its events' seqs, in order."""
     events: tuple[EventDraft, ...]
@@ -338,7 +336,6 @@ def applied(write: Write, prepared: Prepared, answer: Answer) -> Applied:
     """What the store remembers of ``write`` once committed with ``answer``."""
     json = prepared.json
     return Applied(
-        audit=answer[0],
         seqs=answer[1],
         events=write.events,
         at=write.at,
@@ -405,7 +402,7 @@ def _append_audit(txn: Txn, plan: Plan) -> list[tables.AuditRow]:
     if not plan.audit:
         return []
     seq, prev = txn.head
-    rows = tables.chain_rows_at(plan.audit, plan.at, seq, prev)
+    rows = tables.chain_rows(plan.audit, plan.at, seq, prev)
     txn.conn.executemany(_INSERT_AUDIT, rows)
     txn.move_head(rows[-1][0], rows[-1][9])
     return rows

@@ -59,7 +59,6 @@ __all__ = [
     "audit_fields",
     "chain_audit",
     "chain_rows",
-    "chain_rows_at",
     "duplicate_lookups",
     "event_from_row",
     "insert_sql",
@@ -433,7 +432,8 @@ class AuditChain:
 def chain_audit(drafts: Iterable[AuditDraft], at: datetime, seq: int, prev: str) -> AuditChain:
     """Number ``drafts`` after ``seq`` and link each to the hash before it (``prev``)."""
     drafts = list(drafts)
-    rows = chain_rows([audit_fields(d, canonical_json(d.details)) for d in drafts], at, seq, prev)
+    fields = [audit_fields(d, canonical_json(d.details)) for d in drafts]
+    rows = chain_rows(fields, at.isoformat(), seq, prev)
     entries = [
         committed_entry(draft, seq=row[0], at=at, prev_hash=row[8], hash=row[9])
         for draft, row in zip(drafts, rows, strict=True)
@@ -466,14 +466,9 @@ def audit_fields(draft: AuditDraft, details_json: str) -> AuditFields:
     )
 
 
-def chain_rows(audit: Sequence[AuditFields], at: datetime, seq: int, prev: str) -> list[AuditRow]:
-    """The rows of :data:`AUDIT` that number the drafts ``audit`` holds after ``seq`` and link
-    each to the hash before it (``prev``)."""
-    return chain_rows_at(audit, at.isoformat(), seq, prev)
-
-
-def chain_rows_at(audit: Sequence[AuditFields], at: str, seq: int, prev: str) -> list[AuditRow]:
-    """:func:`chain_rows` with ``at`` in ISO form."""
+def chain_rows(audit: Sequence[AuditFields], at: str, seq: int, prev: str) -> list[AuditRow]:
+    """The rows of :data:`AUDIT` that number the drafts ``audit`` holds after ``seq``, stamped
+    ``at`` (ISO form), and link each to the hash before it (``prev``)."""
     rows: list[AuditRow] = []
     for action, actor, request_id, from_status, to_status, details_json in audit:
         seq += 1
