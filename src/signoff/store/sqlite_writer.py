@@ -240,24 +240,23 @@ class WriterProcess:
         self._closing = True
         if self._idle is not None:
             await self._idle.wait()
-        if self._answers is not None:  # nothing in flight: its end is no loss
-            self._answers.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._answers
-            self._answers = None
+        await self._stop_reading()  # nothing in flight: the process's end is no loss
         if self._writer is not None and self._broken is None:
             with contextlib.suppress(ConnectionError):
                 self._writer.write(bytes(_SIZE))
                 await self._writer.drain()
         await self._end()
 
-    async def _end(self) -> None:
-        """Close our end, and wait for the process to exit (killing it if it will not)."""
+    async def _stop_reading(self) -> None:
         if self._answers is not None:
             self._answers.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._answers
             self._answers = None
+
+    async def _end(self) -> None:
+        """Close our end, and wait for the process to exit (killing it if it will not)."""
+        await self._stop_reading()
         if self._writer is not None:
             self._writer.close()
             with contextlib.suppress(ConnectionError):
