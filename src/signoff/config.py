@@ -11,6 +11,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import platformdirs
 
@@ -80,13 +81,10 @@ def open_store(url: str, *, pool: int | None = None, writer: str | None = None) 
     if pool is not None and pool < 1:
         raise InvalidRequest(f"a connection pool needs at least 1 connection, not {pool}")
     if url.startswith("sqlite:"):
-        from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
+        from signoff.store.sqlite import SQLiteStore, WriterKind, sqlite_path_from_url
 
-        if writer not in (None, "thread", "process"):
-            raise InvalidRequest(f"a SQLite writer is a thread or a process, not {writer!r}")
-        return SQLiteStore(
-            sqlite_path_from_url(url), writer="process" if writer == "process" else "thread"
-        )
+        # the store refuses a kind it does not know
+        return SQLiteStore(sqlite_path_from_url(url), writer=cast(WriterKind, writer or "thread"))
     if url in ("memory://", "memory:"):
         from signoff.store.memory import MemoryStore
 
