@@ -1,7 +1,8 @@
 """The embedded SQLite store: signoff's default, one file, safe for several processes.
 
 Durability: WAL with ``synchronous=FULL``, so a write is on disk before it is
-acknowledged. Throughput: one writer thread owns the write connection and commits
+acknowledged. Throughput: one writer (a thread, or with ``writer="process"`` a process of
+its own, :mod:`~signoff.store.sqlite_writer`) owns the write connection and commits
 whatever writes are queued together in one transaction (group commit), each inside its
 own savepoint when there are several, so a failing write is rolled back alone; the audit
 chain's head is read and stored once per transaction, and each caller's event loop is
@@ -10,7 +11,7 @@ writes to the WAL and syncs, so a change sets only the columns a change moves. R
 never wait for the writer (WAL): lookups by key run on the caller's thread, since they
 take microseconds, less than a hop to another thread; scans and pages run in a small
 thread pool. A write's rows and JSON are made on the caller's event loop before it is
-queued, so the writer thread runs statements and the chain's hashes only; the requests
+queued, so the writer runs statements and the chain's hashes only; the requests
 and events this store just wrote are read back as the records it wrote, not parsed again.
 """
 
@@ -375,8 +376,8 @@ class SQLiteStore:
     async def commit(self, write: Write) -> Committed:
         """Apply ``write`` atomically (batched with other writes queued at the same time).
 
-        Its rows are made here, on the caller's loop, while the writer thread runs other
-        writes' statements; the records of what it appended are made here once committed.
+        Its rows are made here, on the caller's loop, while the writer runs other writes'
+        statements; the records of what it appended are made here once committed.
         """
         prepared = prepare(write)
         rows, seqs = await self._write(prepared.plan, (write, prepared))
