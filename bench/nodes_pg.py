@@ -43,15 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle_pg import DEFAULT_DSN, drop_database, fresh_database
 from tests.serving import Server, free_port, start_server
 
-from serving import Http, make_token
+from serving import Http, cpu_seconds, make_token
 
 API = "/api/v1"
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time (user and system) process ``pid`` has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy() -> tuple[float, float]:
