@@ -127,19 +127,22 @@ def start_server(
             sink.close()  # the process has its own copy
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.1)
-        if process.poll() is not None:
-            _, err = process.communicate()
-            raise AssertionError(f"serve exited: {err}")
-    else:
-        process.kill()
-        process.communicate()
-        raise AssertionError("serve did not come up")
+    # one client for every try: each new one loads the CA bundle (30 ms of CPU), taken from
+    # the server starting beside it
+    with httpx.Client(timeout=1) as probe:
+        while time.monotonic() < deadline:
+            try:
+                if probe.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+            if process.poll() is not None:
+                _, err = process.communicate()
+                raise AssertionError(f"serve exited: {err}")
+        else:
+            process.kill()
+            process.communicate()
+            raise AssertionError("serve did not come up")
     token = None
     assert process.stdout is not None
     for _ in range(6):
@@ -170,7 +173,20 @@ def nodes_on(db: str, home: Path, count: int, *others: str) -> Iterator[list[Ser
 
 
 def agent_token(server: Server, name: str = "bot") -> str:
-    """Create an agent token through the CLI on the server's database."""
+    """Create an agent token: through the admin API while the server runs and this test
+    started it on a new database (it printed the admin token), else through the CLI on the
+    server's database. A CLI process costs a second of CPU on the project's machine, most of
+    it importing; the tests that take tokens from the CLI are in tests/cli."""
+    if server.admin_token is not None and server.process.poll() is None:
+        made = httpx.post(
+            f"{server.base}/api/v1/tokens",
+            json={"name": name, "role": "agent"},
+            headers=bearer(server.admin_token),
+            timeout=30,
+        )
+        assert made.status_code == 201, made.text
+        token: str = made.json()["token"]
+        return token
     done = server.cli("token", "create", name, "--role", "agent")
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
