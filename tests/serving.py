@@ -172,24 +172,29 @@ def nodes_on(db: str, home: Path, count: int, *others: str) -> Iterator[list[Ser
                 node.stop()
 
 
-def agent_token(server: Server, name: str = "bot") -> str:
-    """Create an agent token: through the admin API while the server runs and this test
-    started it on a new database (it printed the admin token), else through the CLI on the
-    server's database. A CLI process costs a second of CPU on the project's machine, most of
-    it importing; the tests that take tokens from the CLI are in tests/cli."""
+def new_token(server: Server, name: str, role: str) -> tuple[str, str]:
+    """A new token for ``name`` and its id: through the admin API while the server runs and
+    this test started it on a new database (it printed the admin token), else through the CLI
+    on the server's database. A CLI process costs a second of CPU on the project's machine,
+    most of it importing; the tests of making tokens with the CLI are in tests/cli."""
     if server.admin_token is not None and server.process.poll() is None:
         made = httpx.post(
             f"{server.base}/api/v1/tokens",
-            json={"name": name, "role": "agent"},
+            json={"name": name, "role": role},
             headers=bearer(server.admin_token),
             timeout=30,
         )
         assert made.status_code == 201, made.text
-        token: str = made.json()["token"]
-        return token
-    done = server.cli("token", "create", name, "--role", "agent")
+        body = made.json()
+        return body["token"], body["id"]
+    done = server.cli("token", "create", name, "--role", role)
     assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+    return done.stdout.strip(), next(w for w in done.stderr.split() if w.startswith("tok_"))
+
+
+def agent_token(server: Server, name: str = "bot") -> str:
+    """A new agent token (:func:`new_token`)."""
+    return new_token(server, name, "agent")[0]
 
 
 def session_cookie(server: Server) -> str:

@@ -15,7 +15,7 @@ from signoff.domain.webhooks import Delivery
 from signoff.errors import NotAllowed
 from signoff.service import Service
 from signoff.testing import ADMIN, AGENT, APPROVER, memory_service
-from tests.serving import Server, free_port, start_server
+from tests.serving import Server, free_port, new_token, start_server
 
 Operation = Callable[[Backend], Awaitable[object]]
 
@@ -106,9 +106,7 @@ def tokens(served: Server) -> dict[str, str]:
     """An agent's and an approver's token on that server, by role."""
     made: dict[str, str] = {}
     for role in ("agent", "approver"):
-        done = served.cli("token", "create", f"a-{role}", "--role", role)
-        assert done.returncode == 0, done.stderr
-        made[role] = done.stdout.strip()
+        made[role] = new_token(served, f"a-{role}", role)[0]
     return made
 
 

@@ -30,7 +30,7 @@ from signoff.server.app import API
 from signoff.service import Service
 from signoff.store.postgres import PostgresStore
 from tests.conftest import pg_execute
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, new_token, start_server
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> History:
         assert server.admin_token is not None
         admin = bearer(server.admin_token)
         agent = bearer(agent_token(server))
-        approver = bearer(
-            server.cli("token", "create", "alice", "--role", "approver").stdout.strip()
-        )
+        approver = bearer(new_token(server, "alice", "approver")[0])
         ids: dict[str, str] = {}
         with httpx.Client(base_url=server.base, timeout=30) as http:
             for call in ("c1", "c2", "c3", "c4"):
@@ -293,7 +291,7 @@ def test_anchor_is_for_approvers_and_admins_and_verify_checks_it(server: Server)
     assert server.admin_token is not None
     admin = bearer(server.admin_token)
     agent = bearer(agent_token(server))
-    approver = bearer(server.cli("token", "create", "alice", "--role", "approver").stdout.strip())
+    approver = bearer(new_token(server, "alice", "approver")[0])
     with httpx.Client(base_url=server.base, timeout=30) as http:
         body = {"session_id": "s1", "tool_name": "shell", "tool_args": {}}
         _ok(http.post(f"{API}/requests", json=body, headers=agent))

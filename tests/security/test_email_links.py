@@ -21,7 +21,7 @@ from signoff.notify.links import sign_link
 from signoff.server.app import API
 from tests.mail import Mailbox, link_person, mail_links, parts, smtp_server
 from tests.security.policy_serving import serve_with_policy
-from tests.serving import Server, agent_token, bearer
+from tests.serving import Server, agent_token, bearer, new_token
 
 ALICE = "alice@example.com"
 """Linked to the approver ``alice``."""
@@ -47,8 +47,7 @@ def mailbox() -> Iterator[Mailbox]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One real server; alice, an approver, linked to her address."""
     for running in serve_with_policy(tmp_path_factory.mktemp("email_links"), POLICY):
-        done = running.cli("token", "create", "alice", "--role", "approver")
-        assert done.returncode == 0, done.stderr
+        new_token(running, "alice", "approver")
         link_person(running, ALICE, "alice")
         yield running
 

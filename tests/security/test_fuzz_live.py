@@ -41,7 +41,7 @@ from schemathesis.generation.stateful.state_machine import StepInput, StepOutput
 from signoff.server.app import API
 from tests.conftest import PG_DSN, new_schema, pg_execute, postgres_dsn
 from tests.security.hostile import VALID_BODIES, AnyCase, hostile
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, bearer, free_port, new_token, start_server
 
 AGENT, APPROVER = "fuzz-agent", "fuzz-approver"
 EVENTS = f"{API}/events"
@@ -73,9 +73,7 @@ def start_live(db: str, tmp: Path) -> Live:
         assert server.admin_token is not None
         tokens = {}
         for name, role in ((AGENT, "agent"), (APPROVER, "approver")):
-            made = server.cli("token", "create", name, "--role", role)
-            assert made.returncode == 0, made.stderr
-            tokens[name] = made.stdout.strip()
+            tokens[name] = new_token(server, name, role)[0]
     except BaseException:
         server.stop()
         raise

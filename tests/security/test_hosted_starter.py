@@ -18,13 +18,11 @@ import pytest
 
 from signoff.server.app import API
 from tests.security.hosting import serve_deploy_agent, tool_log
-from tests.serving import Server, agent_token, bearer
+from tests.serving import Server, agent_token, bearer, new_token
 
 
 def _person(server: Server, name: str, role: str = "approver") -> dict[str, str]:
-    done = server.cli("token", "create", name, "--role", role)
-    assert done.returncode == 0, done.stderr
-    return bearer(done.stdout.strip())
+    return bearer(new_token(server, name, role)[0])
 
 
 def _start(http: httpx.Client, who: dict[str, str]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, serve_for_module
+from tests.serving import Server, agent_token, bearer, new_token, serve_for_module
 
 Message = dict[str, Any]
 Done = Callable[[Message], bool]
@@ -79,9 +79,7 @@ async def test_each_agent_sees_its_own_events_only_and_an_approver_all(served: S
     session and the one it shares with other agents; an approver gets every event."""
     assert served.admin_token is not None
     tokens = {name: agent_token(served, name) for name in AGENTS}
-    made = served.cli("token", "create", "pat", "--role", "approver")
-    assert made.returncode == 0, made.stderr
-    approver = made.stdout.strip()
+    approver = new_token(served, "pat", "approver")[0]
     async with httpx.AsyncClient(base_url=served.base, timeout=30) as http:
 
         async def create(name: str, session: str, **args: Any) -> Message:

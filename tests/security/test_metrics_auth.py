@@ -12,7 +12,15 @@ import httpx
 import pytest
 
 from signoff.client import API
-from tests.serving import Server, agent_token, bearer, free_port, session_cookie, start_server
+from tests.serving import (
+    Server,
+    agent_token,
+    bearer,
+    free_port,
+    new_token,
+    session_cookie,
+    start_server,
+)
 
 METRICS_TOKEN = "scrape-3c1f9a7e5b2d4068"
 
@@ -40,7 +48,7 @@ def test_only_an_admin_token_or_the_metrics_token_reads_metrics(server: Server) 
     """No token, a wrong scheme or token, an agent's or approver's token, an admin's
     session cookie: refused. An admin's token and the metrics token: the metrics."""
     url = f"{server.base}/metrics"
-    approver = server.cli("token", "create", "alice", "--role", "approver").stdout.strip()
+    approver = new_token(server, "alice", "approver")[0]
     refused(httpx.get(url), 401)
     refused(httpx.get(url, headers={"Authorization": f"Basic {METRICS_TOKEN}"}), 401)
     refused(httpx.get(url, headers=bearer(METRICS_TOKEN + "x")), 401)

@@ -20,7 +20,7 @@ import pytest
 
 from signoff.domain.previews import MAX_PREVIEW_BYTES
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, new_token, start_server
 
 CANARY = "canary-5d1b8e42"
 
@@ -48,9 +48,7 @@ def _start(base: Path) -> Iterator[Setup]:
     db = f"sqlite:///{root / 'serve.db'}"
     server = start_server(db, free_port(), env, "--preview-root", str(root), cwd=str(root))
     try:
-        made = server.cli("token", "create", "alice", "--role", "approver")
-        assert made.returncode == 0, made.stderr
-        yield Setup(server, agent_token(server), made.stdout.strip(), outside)
+        yield Setup(server, agent_token(server), new_token(server, "alice", "approver")[0], outside)
     finally:
         server.stop()
 

@@ -27,18 +27,15 @@ import pytest
 from signoff.config import secret_file
 from signoff.server.app import API
 from signoff.server.auth import COOKIE
-from tests.serving import Server, free_port, start_server
+from tests.serving import Server, free_port, new_token, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
 
 def create_token(server: Server, name: str, role: str = "approver") -> tuple[str, str]:
-    """A new token and its id, made by the CLI on the server's database."""
-    made = server.cli("token", "create", name, "--role", role)
-    assert made.returncode == 0, made.stderr
-    token_id = next(w for w in made.stderr.split() if w.startswith("tok_"))
-    return made.stdout.strip(), token_id
+    """A new token and its id."""
+    return new_token(server, name, role)
 
 
 def post_login(

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("slack_sdk", reason="needs the slack extra")
 
 from signoff.server.deps import API
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, new_token, start_server
 from tests.slack import (
     SlackStandIn,
     click,
@@ -47,7 +47,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, stand_in: SlackStandIn) -> 
     server = start_server(
         f"sqlite:///{home / 'serve.db'}", free_port(), env, *slack_options(stand_in)
     )
-    assert server.cli("token", "create", "carol", "--role", "approver").returncode == 0
+    new_token(server, "carol", "approver")
     link(server, LINKED, "carol")
     yield server
     server.stop()

@@ -15,18 +15,15 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, nodes_on
+from tests.serving import Server, bearer, new_token, nodes_on
 
 ENDS_WITHIN = 2.5
 """Seconds a stream may outlive the revoke (re-checked every 0.5 s, plus a process's lag)."""
 
 
 def create_token(server: Server, name: str, role: str) -> tuple[str, str]:
-    """A new token and its id, made by the CLI on the server's database."""
-    made = server.cli("token", "create", name, "--role", role)
-    assert made.returncode == 0, made.stderr
-    token_id = next(w for w in made.stderr.split() if w.startswith("tok_"))
-    return made.stdout.strip(), token_id
+    """A new token and its id."""
+    return new_token(server, name, role)
 
 
 async def ws_close_code(ws: ClientConnection, within: float) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from signoff.server.app import API
-from tests.serving import DEMO, Server, serve_hosted
+from tests.serving import DEMO, Server, new_token, serve_hosted
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,7 @@ class Chat:
     def person(self, name: str, role: str = "approver") -> str:
         """A token for ``name`` (made once)."""
         if name not in self.tokens:
-            done = self.server.cli("token", "create", name, "--role", role)
-            assert done.returncode == 0, done.stderr
-            self.tokens[name] = done.stdout.strip()
+            self.tokens[name] = new_token(self.server, name, role)[0]
         return self.tokens[name]
 
 

@@ -33,7 +33,15 @@ from signoff.server.shutdown import GOING_AWAY
 from signoff.server.wsprotocol import HubWebSocketProtocol
 from signoff.service import Service
 from signoff.store.sqlite import SQLiteStore
-from tests.serving import Server, agent_token, bearer, free_port, serve_for_module, until_listening
+from tests.serving import (
+    Server,
+    agent_token,
+    bearer,
+    free_port,
+    new_token,
+    serve_for_module,
+    until_listening,
+)
 
 Message = dict[str, Any]
 CALL = {"session_id": "s", "tool_name": "t"}
@@ -556,10 +564,7 @@ async def test_shutdown_closes_joined_sockets_with_going_away(tmp_path: Path) ->
 async def test_a_revoked_token_loses_its_streams_and_no_one_else_does(served: Server) -> None:
     """Revoking an agent's token closes its WebSocket with 4401 and ends its SSE stream; the
     other agent's socket, in the same hub group's neighbour, keeps getting events."""
-    revoked = served.cli("token", "create", "doomed", "--role", "agent")
-    assert revoked.returncode == 0, revoked.stderr
-    doomed = revoked.stdout.strip()
-    token_id = next(w for w in revoked.stderr.split() if w.startswith("tok_"))
+    doomed, token_id = new_token(served, "doomed", "agent")
     other = agent_token(served, "survivor")
     async with (
         httpx.AsyncClient(base_url=served.base, headers=bearer(other), timeout=30) as agent,

@@ -17,7 +17,7 @@ import pytest
 
 from signoff.client import Client
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, new_token, start_server
 
 SCHEMA = {
     "type": "object",
@@ -55,9 +55,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         f"sqlite:///{base / 'serve.db'}", free_port(), env, "--preview-root", str(root)
     )
     try:
-        made = server.cli("token", "create", "alice", "--role", "approver")
-        assert made.returncode == 0, made.stderr
-        yield Setup(server, agent_token(server), made.stdout.strip(), root)
+        yield Setup(server, agent_token(server), new_token(server, "alice", "approver")[0], root)
     finally:
         server.stop()
 

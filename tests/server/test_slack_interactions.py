@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("slack_sdk", reason="needs the slack extra")
 
 from signoff.server.deps import API
-from tests.serving import Server, agent_token, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, new_token, start_server
 from tests.slack import (
     CHANNEL,
     MESSAGE_TS,
@@ -50,9 +50,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, stand_in: SlackStandIn) -> 
     server = start_server(
         f"sqlite:///{home / 'serve.db'}", free_port(), env, *slack_options(stand_in)
     )
-    made = server.cli("token", "create", "alice", "--role", "approver")
-    assert made.returncode == 0, made.stderr
-    server.env["ALICE_TOKEN"] = made.stdout.strip()
+    server.env["ALICE_TOKEN"] = new_token(server, "alice", "approver")[0]
     link(server, ALICE, "alice")
     yield server
     server.stop()

@@ -37,7 +37,7 @@ from signoff.store.base import RequestQuery
 from signoff.store.memory import MemoryStore
 from signoff.testing import APPROVER
 from signoff.tui.chat import AWAITING, ChatApp, args_view
-from tests.serving import Server
+from tests.serving import Server, new_token
 from tests.serving import agent_token as agent_token_of
 
 ME = Principal(name="me", role="admin")
@@ -338,7 +338,7 @@ async def test_remote_against_a_real_server_web_and_terminal(
     agent_token = agent_token_of(server, "chat-agent")
     person_token = server.admin_token
     assert person_token is not None
-    web_token = server.cli("token", "create", "web", "--role", "approver").stdout.strip()
+    web_token = new_token(server, "web", "approver")[0]
     policy = Policy.from_toml(GATED)
     async with (
         AsyncClient(server.base, agent_token) as filer,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, serve_hosted
+from tests.serving import Server, bearer, new_token, serve_hosted
 from tests.web.browser import need_chromium, sign_in
 
 if TYPE_CHECKING:
@@ -69,9 +69,7 @@ def serve_chat(home: Path, *agents: str) -> Iterator[Chat]:
     server, workspace = serve_hosted(home, *agents, tools_toml=POLICY)
     tokens: dict[str, str] = {}
     for name, role in (("alice", "approver"), ("bob", "approver"), ("bot", "agent")):
-        made = server.cli("token", "create", name, "--role", role)
-        assert made.returncode == 0, made.stderr
-        tokens[name] = made.stdout.strip()
+        tokens[name] = new_token(server, name, role)[0]
     running = Chat(server, home, agents, workspace, tokens)
     yield running
     if running.server.process.poll() is None:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, serve_for_module
+from tests.serving import Server, agent_token, bearer, new_token, serve_for_module
 from tests.web.browser import launched_chromium, sign_in
 
 if TYPE_CHECKING:
@@ -32,10 +32,8 @@ class Seed:
     """Requests of every kind and outcome, filed and decided over HTTP; their ids by name."""
 
     def __init__(self, server: Server) -> None:
-        made = server.cli("token", "create", "alice", "--role", "approver")
-        assert made.returncode == 0, made.stderr
         self.http = httpx.Client(base_url=server.base, timeout=30)
-        self.alice = bearer(made.stdout.strip())
+        self.alice = bearer(new_token(server, "alice", "approver")[0])
         self.build = bearer(agent_token(server, "build-bot"))
         self.docs = bearer(agent_token(server, "docs-bot"))
         self.ids: dict[str, str] = {}
