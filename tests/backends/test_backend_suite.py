@@ -22,12 +22,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from signoff.backends import Backend, LocalBackend, as_backend
 from signoff.bus.local import LocalBus
-from signoff.client import API, AsyncClient, Client
+from signoff.client import AsyncClient, Client
 from signoff.domain.principals import Principal, Role
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.domain.tasks import Task
@@ -44,7 +43,7 @@ from signoff.errors import (
 from signoff.service import Service
 from signoff.store.base import RequestQuery
 from signoff.store.sqlite import SQLiteStore
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, free_port, new_token, start_server
 
 AGENT, OTHER, APPROVER, ADMIN = "bot", "other-bot", "alice", "root"
 """The principals every test acts as: two agents, a person who decides, an admin."""
@@ -88,23 +87,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     server = start_server(db, free_port(), env, "--agent", HOSTED_AGENT)
     try:
         assert server.admin_token is not None
-        tokens = {name: _create_token(server, name, role) for name, role in ROLES.items()}
+        tokens = {name: new_token(server, name, role)[0] for name, role in ROLES.items()}
         yield Served(server, tokens)
     finally:
         server.stop()
-
-
-def _create_token(server: Server, name: str, role: Role) -> str:
-    assert server.admin_token is not None
-    answer = httpx.post(
-        f"{server.base}{API}/tokens",
-        json={"name": name, "role": role},
-        headers=bearer(server.admin_token),
-        timeout=10,
-    )
-    assert answer.status_code == 201, answer.text
-    token: str = answer.json()["token"]
-    return token
 
 
 @pytest.fixture(params=["local", "http", "blocking"])
