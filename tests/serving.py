@@ -21,6 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from signoff.client import API
+
 ROOT = Path(__file__).resolve().parents[1]
 """The repository."""
 DEMO = "demo=signoff.chat.hosted:agent"
@@ -179,7 +181,7 @@ def new_token(server: Server, name: str, role: str) -> tuple[str, str]:
     most of it importing; the tests of making tokens with the CLI are in tests/cli."""
     if server.admin_token is not None and server.process.poll() is None:
         made = httpx.post(
-            f"{server.base}/api/v1/tokens",
+            f"{server.base}{API}/tokens",
             json={"name": name, "role": role},
             headers=bearer(server.admin_token),
             timeout=30,

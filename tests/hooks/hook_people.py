@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hooks.hook_process import new_token
-from tests.serving import Server
+from tests.serving import Server, new_token
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ __all__ = [
     "decide",
     "finish",
     "hook_command",
-    "new_token",
     "pending_listing",
     "reason",
     "requests_of",
@@ -173,15 +172,6 @@ def claude_call(session: str, tool: str, tool_input: Any, **more: Any) -> dict[s
         "tool_input": tool_input,
         **more,
     }
-
-
-def new_token(server: Server, name: str, role: str) -> tuple[str, str]:
-    """A new token on the server's database: (the token, its id)."""
-    done = server.cli("token", "create", name, "--role", role)
-    assert done.returncode == 0, done.stderr
-    token_id = done.stderr.split()[1]
-    assert token_id.startswith("tok_"), done.stderr
-    return done.stdout.strip(), token_id
 
 
 def requests_of(server: Server, token: str, **query: str) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from tests.serving import (
     api_as,
     bearer,
     free_port,
+    new_token,
     serve_for_module,
     start_server,
 )
@@ -45,12 +46,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def tokens(served: Server) -> dict[str, str]:
     """An agent's, an approver's and the admin's tokens."""
-    approver = served.cli("token", "create", "pat", "--role", "approver")
-    assert approver.returncode == 0, approver.stderr
+    approver = new_token(served, "pat", "approver")[0]
     assert served.admin_token is not None
     return {
         "agent": agent_token(served, "claude"),
-        "approver": approver.stdout.strip(),
+        "approver": approver,
         "admin": served.admin_token,
     }
 

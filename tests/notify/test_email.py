@@ -23,7 +23,7 @@ from signoff.domain.requests import ApprovalRequest
 from signoff.notify.email import Mailed, render_message
 from signoff.server.app import API
 from tests.mail import Mailbox, link_person, links, mail_links, parts, smtp_server
-from tests.serving import Server, agent_token, free_port, start_server
+from tests.serving import Server, agent_token, free_port, new_token, start_server
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Agent, need_chromium
 
 if TYPE_CHECKING:
@@ -48,8 +48,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, mailbox: Mailbox) -> Iterat
     smtp = ["--smtp-host", "127.0.0.1", "--smtp-port", str(mailbox.port), "--smtp-tls", "none"]
     running = start_server(f"sqlite:///{home / 'serve.db'}", free_port(), env, *smtp)
     try:
-        done = running.cli("token", "create", "alice", "--role", "approver")
-        assert done.returncode == 0, done.stderr
+        new_token(running, "alice", "approver")
         link_person(running, ALICE, "alice")
         yield running
     finally:

@@ -30,7 +30,6 @@ from tests.hooks.hook_process import (
     decide,
     finish,
     hook_command,
-    new_token,
     pending_listing,
     reason,
     requests_of,
@@ -42,7 +41,7 @@ from tests.hooks.hook_process import (
     wait_pending,
 )
 from tests.security.policy_serving import serve_with_policy
-from tests.serving import Server, bearer, free_port
+from tests.serving import Server, bearer, free_port, new_token
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -33,11 +33,6 @@ from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, need_chromium
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
 
-def create_token(server: Server, name: str, role: str = "approver") -> tuple[str, str]:
-    """A new token and its id."""
-    return new_token(server, name, role)
-
-
 def post_login(
     base: str, token: str, headers: dict[str, str] | None = None
 ) -> tuple[httpx.Response, str | None]:
@@ -97,7 +92,7 @@ def serve(started: list[Server], db: Path, env_extra: dict[str, str | None], *ex
 
 def test_cookie_forged_from_the_token_hash_in_the_database_is_refused(server: Server) -> None:
     """Whoever reads the token hashes out of the database file cannot mint an inbox cookie."""
-    token, token_id = create_token(server, "alice")
+    token, token_id = new_token(server, "alice", "approver")
     sign_in(server.base, token)  # a real session exists, so its row is there to read too
     with sqlite3.connect(f"file:{db_path(server)}?mode=ro", uri=True) as db:
         stored_hash = db.execute(
@@ -183,7 +178,7 @@ def start_refused(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedPr
 
 def test_a_copied_cookie_stops_working_at_sign_out(server: Server) -> None:
     """Signing out ends the session server-side: a copy of the cookie taken before is refused."""
-    token, _ = create_token(server, "alice")
+    token, _ = new_token(server, "alice", "approver")
     with httpx.Client(base_url=server.base) as browser:
         response = browser.post(
             "/login",
@@ -207,7 +202,7 @@ def test_a_copied_cookie_stops_working_at_sign_out(server: Server) -> None:
 
 def test_a_copied_cookie_stops_working_when_its_token_is_revoked(server: Server) -> None:
     """Revoking the token ends every session signed in with it."""
-    token, token_id = create_token(server, "alice")
+    token, token_id = new_token(server, "alice", "approver")
     cookie = sign_in(server.base, token)
     assert api_status(server.base, cookie) == 200
     done = server.cli("token", "revoke", token_id)
@@ -231,7 +226,7 @@ def test_sign_in_posted_from_another_site_is_refused(
     server: Server, headers: dict[str, str]
 ) -> None:
     """Login CSRF: a form on another site posting the attacker's token sets no cookie (403)."""
-    token, _ = create_token(server, "mallory")
+    token, _ = new_token(server, "mallory", "approver")
     response, cookie = post_login(server.base, token, headers)
     assert response.status_code == 403
     assert response.headers.get_list("set-cookie") == []
@@ -240,7 +235,7 @@ def test_sign_in_posted_from_another_site_is_refused(
 
 def test_sign_in_link_sets_no_cookie_until_confirmed(server: Server) -> None:
     """GET /login?token= only shows a confirm button: opening a link signs nobody in."""
-    token, _ = create_token(server, "mallory")
+    token, _ = new_token(server, "mallory", "approver")
     with httpx.Client(base_url=server.base) as browser:
         shown = browser.get("/login", params={"token": token})
         assert shown.status_code == 200
@@ -277,7 +272,7 @@ def test_auto_submitting_form_on_another_origin_signs_no_browser_in(server: Serv
     need_chromium()
     from playwright.sync_api import sync_playwright
 
-    token, _ = create_token(server, "mallory")
+    token, _ = new_token(server, "mallory", "approver")
     handler = type("Attack", (_AttackerPage,), {"target": server.base, "token": token})
     attacker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=attacker.serve_forever, daemon=True).start()

@@ -21,11 +21,6 @@ ENDS_WITHIN = 2.5
 """Seconds a stream may outlive the revoke (re-checked every 0.5 s, plus a process's lag)."""
 
 
-def create_token(server: Server, name: str, role: str) -> tuple[str, str]:
-    """A new token and its id."""
-    return new_token(server, name, role)
-
-
 async def ws_close_code(ws: ClientConnection, within: float) -> int | None:
     """Read until the server closes the socket; its close code, or None if it stayed open."""
     deadline = time.monotonic() + within
@@ -80,7 +75,7 @@ async def open_streams_then_revoke(
 
 async def test_revoking_a_token_ends_its_websocket_and_sse_streams(server: Server) -> None:
     """`signoff token revoke` closes the token's open WebSocket (4401) and ends its SSE stream."""
-    token, token_id = create_token(server, "bot", "agent")
+    token, token_id = new_token(server, "bot", "agent")
     revoked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     async def revoke() -> None:
@@ -100,7 +95,7 @@ async def test_revoking_a_token_ends_its_websocket_and_sse_streams(server: Serve
 
 async def test_an_inbox_session_stream_ends_when_its_token_is_revoked(server: Server) -> None:
     """A WebSocket signed in by the inbox cookie is closed with 4401 once its token is revoked."""
-    token, token_id = create_token(server, "carol", "approver")
+    token, token_id = new_token(server, "carol", "approver")
     async with httpx.AsyncClient(base_url=server.base) as http:
         signed_in = await http.post("/login", data={"token": token, "next": "/"})
     assert signed_in.status_code < 400, signed_in.text
@@ -117,7 +112,7 @@ async def test_an_inbox_session_stream_ends_when_its_token_is_revoked(server: Se
 
 async def test_signing_out_ends_the_inbox_session_stream(server: Server) -> None:
     """Signing out of the inbox closes the WebSocket that session opened, with 4401."""
-    token, _ = create_token(server, "dana", "approver")
+    token, _ = new_token(server, "dana", "approver")
     async with httpx.AsyncClient(base_url=server.base) as http:
         signed_in = await http.post("/login", data={"token": token, "next": "/"})
         cookie = "; ".join(c.split(";", 1)[0] for c in signed_in.headers.get_list("set-cookie"))

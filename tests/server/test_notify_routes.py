@@ -16,7 +16,15 @@ import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, free_port, run_receiver, start_server
+from tests.serving import (
+    Server,
+    agent_token,
+    bearer,
+    free_port,
+    new_token,
+    run_receiver,
+    start_server,
+)
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +117,7 @@ async def test_a_webhook_route_sends_and_a_failing_one_shows(served: Server) -> 
 
 def test_people_link_list_unlink(served: Server) -> None:
     """``signoff people`` links a Slack id and an address to a person, lists and unlinks."""
-    made = served.cli("token", "create", "alice", "--role", "approver")
-    assert made.returncode == 0, made.stderr
+    new_token(served, "alice", "approver")
     linked = cli(served, "people", "link", "U0ALICE", "alice")
     assert linked.returncode == 0 and "slack U0ALICE -> alice" in linked.stdout, linked.stderr
     linked = cli(served, "people", "link", "Alice@Example.com", "alice")
