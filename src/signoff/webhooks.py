@@ -203,7 +203,9 @@ class WebhookDispatcher:
         self.service = service
         self.base_url = base_url
         self.allow_private = allow_private
-        self._http = http or httpx.AsyncClient(timeout=_TIMEOUT)
+        # made on the first delivery: a new client loads the CA bundle for TLS (about 0.1 s
+        # of CPU), which a server with no webhook would pay at every start
+        self._http = http
         self._owns_http = http is None
         self._poll = poll
         self._wake = asyncio.Event()
@@ -226,8 +228,14 @@ class WebhookDispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        if self._owns_http:
+        if self._owns_http and self._http is not None:
             await self._http.aclose()
+            self._http = None
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=_TIMEOUT)
+        return self._http
 
     async def _queue_events(self, since: int) -> None:
         # The store may be out of reach for a while (a database restart): wait and go on
@@ -281,7 +289,7 @@ class WebhookDispatcher:
                     await attempt_delivery(
                         self.service,
                         delivery,
-                        self._http,
+                        self._client(),
                         base_url=self.base_url,
                         allow_private=self.allow_private,
                     )
