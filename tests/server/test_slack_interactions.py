@@ -163,8 +163,10 @@ def test_reject_with_a_reason_from_a_modal(
     assert decided["status"] == "rejected"
     assert decided["decision"]["decision"]["reason"] == "not on a Friday"
     assert decided["decision"]["via"] == "slack"
-    updates = [u for u in stand_in.of("chat.update") if "not on a Friday" in text_of(u["blocks"])]
-    assert updates
+    # the message is updated after the decision is committed, which the wait may beat
+    updates = wait_until(
+        lambda: [u for u in stand_in.of("chat.update") if "not on a Friday" in text_of(u["blocks"])]
+    )
     assert "Rejected by alice (via slack): not on a Friday" in text_of(updates[-1]["blocks"])
 
 
@@ -185,9 +187,13 @@ def test_choose_an_option(served: Server, agent: str, stand_in: SlackStandIn) ->
     decided = waited(served, agent, filed["id"])
     assert decided["decision"]["decision"]["choice"] == "us"
     assert decided["decision"]["decided_by"] == "alice"
-    assert any(
-        "Chosen by alice (via slack): us" in text_of(u["blocks"])
-        for u in stand_in.of("chat.update")
+    # the message is updated after the decision is committed, which the wait may beat
+    wait_until(
+        lambda: [
+            u
+            for u in stand_in.of("chat.update")
+            if "Chosen by alice (via slack): us" in text_of(u["blocks"])
+        ]
     )
 
 
