@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from signoff.server.app import API
-from tests.serving import bearer, free_port, start_server
+from tests.serving import agent_token, bearer, free_port, start_server
 
 
 @pytest.fixture(params=["sqlite", "sqlite-process", "postgres"])
@@ -39,12 +39,12 @@ async def test_kill_9_mid_load_loses_no_acknowledged_decision(
     server = start_server(url, port, env)
     admin = server.admin_token
     assert admin is not None
+    agent = agent_token(server)
     async with httpx.AsyncClient(base_url=server.base, headers=bearer(admin), timeout=30) as http:
-        agent = (await http.post(f"{API}/tokens", json={"name": "bot", "role": "agent"})).json()
         ids = []
         for n in range(300):  # enough that a group commit cannot answer them all at once
             body = {"session_id": "k", "tool_name": "t", "tool_args": {"n": n}}
-            made = await http.post(f"{API}/requests", json=body, headers=bearer(agent["token"]))
+            made = await http.post(f"{API}/requests", json=body, headers=bearer(agent))
             ids.append(made.json()["id"])
 
         async def decide(request_id: str) -> tuple[str, int]:

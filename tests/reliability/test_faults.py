@@ -27,7 +27,7 @@ from websockets.exceptions import WebSocketException
 from signoff.server.app import API
 from signoff.store.base import MAX_PAGE
 from tests.conftest import pg_fetchval
-from tests.serving import Server, bearer, free_port, start_server
+from tests.serving import Server, agent_token, bearer, free_port, start_server
 
 Row = tuple[int, str, str, int]
 """An event as compared here: (seq, type, request id, request version)."""
@@ -306,15 +306,6 @@ async def check_stored(base: str, admin: str, load: Load) -> None:
     assert verify["ok"] is True, verify
 
 
-async def start_token(base: str, admin: str) -> str:
-    """A new agent token, made over the API."""
-    async with httpx.AsyncClient(base_url=base, headers=bearer(admin)) as http:
-        made = await http.post(f"{API}/tokens", json={"name": "bot", "role": "agent"})
-        assert made.status_code == 201, made.text
-        token: str = made.json()["token"]
-        return token
-
-
 async def terminate_backends(dsn: str) -> int:
     """pg_terminate_backend on every other connection to the database; how many there were."""
     killed = await pg_fetchval(
@@ -372,7 +363,7 @@ async def test_pg_terminate_backend_under_load_heals_without_a_restart(
         server = running[0].server
         admin = server.admin_token
         assert admin is not None
-        agent = await start_token(server.base, admin)
+        agent = agent_token(server)
         port = int(server.base.rsplit(":", 1)[1])
         # another node's writes reach this server's sockets only through its LISTEN follower
         elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None)
@@ -412,7 +403,7 @@ async def test_a_reader_that_drops_its_socket_mid_load_misses_nothing(
         server = running[0].server
         admin = server.admin_token
         assert admin is not None
-        agent = await start_token(server.base, admin)
+        agent = agent_token(server)
         port = int(server.base.rsplit(":", 1)[1])
         async with watching(port, admin) as watcher:
             load, stop = Load(), asyncio.Event()
@@ -440,7 +431,7 @@ async def test_a_reader_follows_a_server_killed_and_restarted_mid_load(
         server = running[0].server
         admin = server.admin_token
         assert admin is not None
-        agent = await start_token(server.base, admin)
+        agent = agent_token(server)
         port = int(server.base.rsplit(":", 1)[1])
         async with watching(port, admin) as watcher:
             load, stop = Load(), asyncio.Event()

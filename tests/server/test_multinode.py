@@ -13,7 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, nodes_on
+from tests.serving import Server, bearer, new_token, nodes_on
 
 
 @pytest.fixture
@@ -23,21 +23,12 @@ def nodes(pg_database: str, tmp_path: Path) -> Iterator[list[Server]]:
         yield started
 
 
-async def make_token(node: Server, admin: str, name: str, role: str) -> str:
-    """A token made through one node's API."""
-    async with httpx.AsyncClient(base_url=node.base, headers=bearer(admin)) as http:
-        response = await http.post(f"{API}/tokens", json={"name": name, "role": role})
-        assert response.status_code == 201, response.text
-        token: str = response.json()["token"]
-        return token
-
-
 async def test_an_event_on_one_node_reaches_a_websocket_on_another(nodes: list[Server]) -> None:
     """A WebSocket client on node A sees the decision made on node B."""
     a, b, _ = nodes
     admin = a.admin_token
     assert admin is not None and b.admin_token is None  # one database: one first start
-    agent = await make_token(a, admin, "bot", "agent")
+    agent = new_token(a, "bot", "agent")[0]
     ws_url = a.base.replace("http", "ws") + f"{API}/ws"
     async with (
         connect(ws_url, additional_headers=bearer(admin)) as ws,
@@ -65,7 +56,7 @@ async def test_conflicting_decisions_across_nodes_have_one_winner(nodes: list[Se
     """200 concurrent decisions on 20 requests, spread over three nodes: one 200 per request."""
     admin = nodes[0].admin_token
     assert admin is not None
-    agent = await make_token(nodes[0], admin, "bot", "agent")
+    agent = new_token(nodes[0], "bot", "agent")[0]
     clients = [httpx.AsyncClient(base_url=n.base, timeout=60) for n in nodes]
     try:
         ids = []
@@ -100,7 +91,7 @@ async def test_claims_on_every_node_run_each_call_once(nodes: list[Server]) -> N
     """Executors on three nodes claiming the same approved calls: one claim wins per call."""
     admin = nodes[0].admin_token
     assert admin is not None
-    agent = await make_token(nodes[0], admin, "bot", "agent")
+    agent = new_token(nodes[0], "bot", "agent")[0]
     clients = [httpx.AsyncClient(base_url=n.base, timeout=60) for n in nodes]
     try:
         ids = []
@@ -140,7 +131,7 @@ async def test_every_node_sweeps_but_each_request_expires_once(nodes: list[Serve
     """Three sweepers race to expire the same requests: each is expired exactly once."""
     admin = nodes[0].admin_token
     assert admin is not None
-    agent = await make_token(nodes[0], admin, "bot", "agent")
+    agent = new_token(nodes[0], "bot", "agent")[0]
     async with httpx.AsyncClient(base_url=nodes[2].base, timeout=60) as http:
         ids = []
         for n in range(10):

@@ -22,7 +22,7 @@ from signoff.config import server_secret
 from signoff.notify.links import sign_link
 from signoff.server.app import API
 from tests.mail import link_person
-from tests.serving import DEMO, Server, bearer, serve_hosted
+from tests.serving import DEMO, Server, agent_token, bearer, serve_hosted
 from tests.web.browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, need_chromium, sign_in
 from tests.web.chat_serving import Chat, start
 
@@ -70,11 +70,7 @@ def _decide(client: httpx.Client, request_id: str, **decision: Any) -> None:
 def _seed(server: Server, admin: str) -> dict[str, str]:
     """Pending and decided requests of every kind, and a standing grant."""
     person = httpx.Client(base_url=server.base, headers=bearer(admin), timeout=30)
-    made = httpx.post(
-        f"{server.base}{API}/tokens", json={"name": "bot", "role": "agent"}, headers=bearer(admin)
-    )
-    assert made.status_code == 201, made.text
-    agent = httpx.Client(base_url=server.base, headers=bearer(made.json()["token"]), timeout=30)
+    agent = httpx.Client(base_url=server.base, headers=bearer(agent_token(server)), timeout=30)
     with agent, person:
         ids = {
             "shell": _submit(agent, tool_name="shell", tool_args={"command": LONG_COMMAND}),
