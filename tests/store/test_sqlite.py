@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -15,7 +16,7 @@ from signoff.domain.principals import Principal
 from signoff.domain.requests import RequestAdapter
 from signoff.errors import InvalidRequest, StoreUnavailable
 from signoff.service import Service
-from signoff.store import tables
+from signoff.store import sqlite_writes, tables
 from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
 from signoff.store.sqlite import SQLiteStore, sqlite_path_from_url
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
@@ -388,6 +389,59 @@ async def test_a_failed_write_leaves_the_chain_head_where_it_was(tmp_path: Path)
         await store.close()
     assert report.ok and report.entries == 3
     assert refused.id not in {e.request_id for e in entries}
+
+
+def test_a_batch_runs_together_and_again_with_savepoints_only_when_one_fails(
+    tmp_path: Path,
+) -> None:
+    """The writer runs a batch without a savepoint per write; when one write fails, the
+    whole transaction is undone and the batch runs again, each write in its savepoint, so
+    the others commit, the failing one leaves no row, and the chain has no hole."""
+    path = tmp_path / "signoff.db"
+    asyncio.run(_created(path))
+    conn = sqlite_writes.open_for_writing(path)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        first = [sqlite_writes.prepare(insert(approval())).plan for _ in range(3)]
+        outcomes = sqlite_writes.run_batch(conn, path, first)
+        assert [error for _, error in outcomes] == [None, None, None]
+        assert not [s for s in statements if s.startswith("SAVEPOINT")]
+        assert sum(s == "BEGIN IMMEDIATE" for s in statements) == 1
+
+        refused = approval()
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON events "
+            f"WHEN NEW.request_id = '{refused.id}' BEGIN SELECT RAISE(ABORT, 'no'); END"
+        )
+        kept = [approval(), approval()]
+        plans = [sqlite_writes.prepare(insert(r)).plan for r in (kept[0], refused, kept[1])]
+        statements.clear()
+        outcomes = sqlite_writes.run_batch(conn, path, plans)
+        assert [type(error).__name__ for _, error in outcomes] == [
+            "NoneType",
+            "StoreUnavailable",
+            "NoneType",
+        ]
+        assert sum(s == "BEGIN IMMEDIATE" for s in statements) == 2
+        assert sum(s == "SAVEPOINT write" for s in statements) == 3
+        ids = {row[0] for row in conn.execute("SELECT id FROM requests")}
+        assert {r.id for r in kept} <= ids and refused.id not in ids
+        audit = [
+            tables.audit_entry(row) for row in conn.execute("SELECT * FROM audit ORDER BY seq")
+        ]
+        assert [e.seq for e in audit] == [1, 2, 3, 4, 5]
+        assert verify_chain(audit).ok
+        answered = [cast(sqlite_writes.Answer, answer) for answer, _ in outcomes if answer]
+        assert [rows[0][0] for rows, _ in answered] == [4, 5]
+    finally:
+        conn.close()
+
+
+async def _created(path: Path) -> None:
+    store = SQLiteStore(path)
+    await store.open()
+    await store.close()
 
 
 async def test_a_store_reads_what_another_process_wrote_after_it(tmp_path: Path) -> None:

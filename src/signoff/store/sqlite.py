@@ -3,8 +3,9 @@
 Durability: WAL with ``synchronous=FULL``, so a write is on disk before it is
 acknowledged. Throughput: one writer (a thread, or with ``writer="process"`` a process of
 its own, :mod:`~signoff.store.sqlite_writer`) owns the write connection and commits
-whatever writes are queued together in one transaction (group commit), each inside its
-own savepoint when there are several, so a failing write is rolled back alone; the audit
+whatever writes are queued together in one transaction (group commit); when one of
+several fails, the transaction is undone and run again with each write inside its own
+savepoint, so a failing write is rolled back alone (``sqlite_writes.run_batch``); the audit
 chain's head is read and stored once per transaction, and each caller's event loop is
 woken once per transaction. What a step costs is mostly the pages its transaction
 writes to the WAL and syncs, so a change sets only the columns a change moves. Reads
