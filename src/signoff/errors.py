@@ -11,7 +11,7 @@ to a 4xx and the second to a 5xx in one table (HTTP statuses live only in ``serv
     │   ├── RouteNotFound           no such notification route (or person link)
     │   ├── TaskNotFound            no such hosted agent run (or agent), or not visible
     │   ├── InvalidRequest          a request that cannot be submitted as given
-    │   ├── InvalidHeader           a request header that cannot be read (Last-Event-ID)
+    │   ├── InvalidHeader           a header that cannot be read, or a head over the limit
     │   ├── InvalidDecision         a decision the request does not allow, or malformed
     │   ├── InvalidTransition       the request is not in a state that allows this
     │   │   └── ArgsMismatch        a claim whose args differ from what was approved
@@ -128,7 +128,7 @@ class InvalidRequest(CallerError):
 
 class InvalidHeader(CallerError):
     """A request header whose value cannot be read, e.g. a ``Last-Event-ID`` that names no
-    event id."""
+    event id, or a request head larger than the server takes."""
 
 
 class InvalidDecision(CallerError):

@@ -16,7 +16,7 @@ connection gets one write per batch: a plain ``transport.write`` on a WebSocket 
 connection per event. The writes of a fan-out go :data:`SLICE` connections per turn of the
 event loop, so that requests are answered between them; the next fan-out waits for the
 last slice. Other connections (SSE streams, whose HTTP chunked framing belongs to
-h11; WebSockets over another transport, as in-process test clients) are fed the same
+the HTTP protocol; WebSockets over another transport, as in-process test clients) are fed the same
 pre-made text through a small queue their own handler drains.
 
 A connection (re)joining with ``since=S`` first gets the stored events after ``S`` up to
