@@ -154,6 +154,10 @@ def guarded_protocol(
                 self._head_timer.cancel()
                 self._head_timer = None
 
+        def send_400_response(self, msg: str) -> None:
+            if not self.transport.is_closing():  # not after a refusal of our own
+                super().send_400_response(msg)
+
         def _refuse_head(self) -> None:
             large = InvalidHeader(f"the request head is larger than {MAX_HEAD} bytes")
             self.transport.write(_raw_response(status_of(large), error_body(large)))
