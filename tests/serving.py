@@ -81,6 +81,11 @@ class Server:
     admin_token: str | None
     env: dict[str, str]
 
+    @property
+    def port(self) -> int:
+        """The server's TCP port."""
+        return int(self.base.rsplit(":", 1)[1])
+
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a CLI command on the same database."""
         return subprocess.run(

@@ -33,25 +33,17 @@ def agent(server: Server) -> str:
     return agent_token(server, "raw-agent")
 
 
+def connect(server: Server, wait: float = 10.0) -> socket.socket:
+    """A new TCP connection to the server."""
+    return socket.create_connection(("127.0.0.1", server.port), timeout=wait)
+
+
 def exchange(server: Server, raw: bytes, wait: float = 3.0) -> tuple[bytes, bool]:
     """Send ``raw`` on a new connection; what came back within ``wait`` seconds, and whether
     the server closed the connection."""
-    host, port = server.base.removeprefix("http://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=wait) as sock:
+    with connect(server, wait) as sock:
         sock.sendall(raw)
-        data, deadline = b"", time.monotonic() + wait
-        while time.monotonic() < deadline:
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                chunk = sock.recv(65536)
-            except TimeoutError:
-                return data, False
-            except ConnectionResetError:
-                return data, True
-            if not chunk:
-                return data, True
-            data += chunk
-        return data, False
+        return rest_of(sock, wait)
 
 
 def stream_head(sock: socket.socket, start: bytes, total: int) -> None:
@@ -165,8 +157,7 @@ def test_a_head_over_the_limit_is_refused_at_once_or_in_pieces(server: Server) -
     assert statuses(answer) == [400] and closed
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"] == "InvalidHeader"
 
-    host, port = server.base.removeprefix("http://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with connect(server) as sock:
         stream_head(sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", 16 * MAX_HEAD)
         answer, closed = rest_of(sock)
     # cut: a 400 (or, with unread bytes left, a reset before it is read), never left open
@@ -214,9 +205,8 @@ def test_a_head_streamed_behind_a_waiting_long_poll_is_cut(server: Server, agent
         f"GET {API}/requests/{made.json()['id']}/wait?timeout=20 HTTP/1.1\r\nHost: x\r\n"
         f"Authorization: Bearer {agent}\r\n\r\n"
     ).encode()
-    host, port = server.base.removeprefix("http://").rsplit(":", 1)
     started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with connect(server) as sock:
         stream_head(sock, poll + b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", 16 * MAX_HEAD)
         answer, closed = rest_of(sock)
     assert closed and statuses(answer) in ([], [400])

@@ -398,7 +398,6 @@ def test_a_batch_runs_together_and_again_with_savepoints_only_when_one_fails(
     whole transaction is undone and the batch runs again, each write in its savepoint, so
     the others commit, the failing one leaves no row, and the chain has no hole."""
     path = tmp_path / "signoff.db"
-    asyncio.run(_created(path))
     conn = sqlite_writes.open_for_writing(path)
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
@@ -436,12 +435,6 @@ def test_a_batch_runs_together_and_again_with_savepoints_only_when_one_fails(
         assert [rows[0][0] for rows, _ in answered] == [4, 5]
     finally:
         conn.close()
-
-
-async def _created(path: Path) -> None:
-    store = SQLiteStore(path)
-    await store.open()
-    await store.close()
 
 
 async def test_a_store_reads_what_another_process_wrote_after_it(tmp_path: Path) -> None:
