@@ -3,6 +3,7 @@ event carried, without reading it back, and a stale one never wins."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,8 +13,9 @@ import pytest
 
 from signoff.bus.local import LocalBus
 from signoff.domain.events import Event
+from signoff.domain.principals import Principal
 from signoff.domain.requests import Request
-from signoff.errors import InvalidTransition
+from signoff.errors import InvalidTransition, RequestNotFound
 from signoff.service import Service
 from signoff.store.base import Store
 from signoff.store.sqlite import SQLiteStore
@@ -132,3 +134,49 @@ async def test_an_older_event_does_not_replace_a_newer_version(tmp_path: Path) -
         claimed = await there.claim(request.id, ARGS, AGENT)
         assert claimed.version == decided.version + 1
         assert reads.count == 0  # claimed from the kept approval: the pending one was ignored
+
+
+async def test_a_wait_starts_from_the_kept_pending_version_and_wakes_for_a_decision_there(
+    backend: str, tmp_path: Path
+) -> None:
+    """Here waits on a request it holds pending: no read, and there's decision, which the
+    follower brings, ends the wait."""
+    async with two_servers(backend, tmp_path) as (here, there):
+        reads = Reads(here.store)
+        request = (await here.submit({"session_id": "s", "tool_name": "deploy"}, AGENT)).request
+        waiting = asyncio.create_task(here.wait(request.id, timeout=30, principal=AGENT))
+        await asyncio.sleep(0.05)
+        assert not waiting.done() and reads.count == 0
+        await there.decide(request.id, {"type": "approve"}, APPROVER)
+        waited = await asyncio.wait_for(waiting, 10)
+        assert waited.status == "approved" and waited.version == request.version + 1
+        assert reads.count == 0
+
+
+async def test_a_wait_reads_a_request_it_may_not_see_or_no_longer_pending(
+    backend: str, tmp_path: Path
+) -> None:
+    """A kept version that is not pending, or another agent's request, is not answered
+    from memory: the first is read (an approval is returned at once), the second refused."""
+    async with two_servers(backend, tmp_path) as (here, _there):
+        request = (await here.submit({"session_id": "s", "tool_name": "deploy"}, AGENT)).request
+        with pytest.raises(RequestNotFound):
+            await here.wait(request.id, timeout=5, principal=Principal(name="other", role="agent"))
+        await here.decide(request.id, {"type": "approve"}, APPROVER)
+        reads = Reads(here.store)
+        waited = await asyncio.wait_for(here.wait(request.id, timeout=30, principal=AGENT), 10)
+        assert waited.status == "approved" and reads.count == 1
+
+
+async def test_without_a_follower_a_wait_reads_the_shared_store(
+    backend: str, tmp_path: Path
+) -> None:
+    """A service that follows nothing on a store others write reads the request when a wait
+    starts: a decision made elsewhere since its own submit ends the wait at once."""
+    async with two_servers(backend, tmp_path) as (here, there):
+        alone = Service(here.store, bus=LocalBus(), read_file=None, follow=False)
+        request = (await alone.submit({"session_id": "s", "tool_name": "deploy"}, AGENT)).request
+        await there.decide(request.id, {"type": "approve"}, APPROVER)
+        reads = Reads(here.store)
+        waited = await asyncio.wait_for(alone.wait(request.id, timeout=30, principal=AGENT), 5)
+        assert waited.status == "approved" and reads.count == 1

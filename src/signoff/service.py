@@ -1267,7 +1267,9 @@ class Service:
             if until is not None:
                 until.add_done_callback(subscription.interrupt)
             try:
-                request = await self.get(request_id, principal)
+                request = self._pending_here(request_id, principal) or await self.get(
+                    request_id, principal
+                )
                 while request.status == "pending" and (until is None or not until.done()):
                     now = self.clock()
                     if is_overdue(request, now):
@@ -1289,6 +1291,21 @@ class Service:
             finally:
                 if until is not None:
                     until.remove_done_callback(subscription.interrupt)
+
+    def _pending_here(self, request_id: str, principal: Principal | None) -> Request | None:
+        """The request's pending version as this service last wrote or followed it, if a
+        wait may start from it without a read: every later version, whoever writes it,
+        reaches this bus (the follower brings other processes' commits; without one, no
+        other process writes this store) and wakes the wait. A version that is no longer
+        pending, or one ``principal`` may not see, is read from the store as before."""
+        if self._follower is None and shared(self.store):
+            return None
+        request = self._recent.get(request_id)
+        if request is None or request.status != "pending":
+            return None
+        if principal is not None and not _visible(request, principal):
+            return None
+        return request
 
     async def audit(
         self, request_id: str | None = None, principal: Principal | None = None

@@ -320,6 +320,74 @@ async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
         await store.close()
 
 
+async def sender_pid(store: PostgresStore) -> int:
+    """The backend of the connection the store keeps for sending its one-statement writes."""
+    sender = store._sender
+    assert sender is not None, "no connection kept for sending"
+    return int(sender.get_server_pid())
+
+
+async def test_writes_keep_one_connection_and_a_killed_one_is_replaced(
+    pg: tuple[str, str],
+) -> None:
+    """A request's writes go one after another on one connection kept from the pool; when
+    the server drops it, one write at most fails as StoreUnavailable and the next commits on
+    another connection."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    try:
+        await store.commit(insert(approval()))
+        pid = await sender_pid(store)
+        for _ in range(3):
+            await store.commit(insert(approval()))
+            assert await sender_pid(store) == pid
+        await pg_execute(f"SELECT pg_terminate_backend({pid})", dsn)
+        outcomes: list[object] = []
+        for _ in range(3):
+            try:
+                outcomes.append(await store.commit(insert(approval())))
+            except StoreUnavailable as exc:
+                outcomes.append(exc)
+        assert sum(isinstance(o, StoreUnavailable) for o in outcomes) <= 1
+        assert isinstance(outcomes[-1], Committed)
+        assert await sender_pid(store) != pid
+        assert await store.last_event_seq() == 4 + sum(isinstance(o, Committed) for o in outcomes)
+    finally:
+        await store.close()
+
+
+async def test_a_write_cancelled_on_its_way_gives_its_connection_back(
+    pg: tuple[str, str],
+) -> None:
+    """A write cancelled while the database holds it (behind another transaction's lock on
+    the log head) stores nothing and gives its connection back: the next write commits on a
+    connection of its own, and the store closes."""
+    dsn, schema = pg
+    store = PostgresStore(dsn, schema=schema)
+    await store.open()
+    blocker = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        await store.commit(insert(approval()))
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
+        held = asyncio.create_task(store.commit(insert(approval())))
+        await asyncio.sleep(0.3)
+        assert not held.done()
+        held.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await held
+        assert store._sender is None  # given back to the pool
+        await holding.rollback()
+        await store.commit(insert(approval()))
+        assert await store.last_event_seq() == 2
+        assert store._sender is not None
+    finally:
+        await blocker.close()
+        await asyncio.wait_for(store.close(), 10)
+
+
 def test_postgres_urls_open_a_postgres_store() -> None:
     """postgresql:// and postgres:// database URLs name a PostgresStore keeping the DSN."""
     for url in ("postgresql://u@h/db", "postgres://u@h:5433/db"):

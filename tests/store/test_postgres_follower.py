@@ -13,6 +13,7 @@ from signoff.bus.local import LocalBus, Subscription
 from signoff.domain.events import Event
 from signoff.service import Service
 from signoff.testing import AGENT, APPROVER
+from tests.store.test_store_suite import approval, insert
 from tests.test_stop_while_woken import stops
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
@@ -214,3 +215,25 @@ async def test_a_follower_woken_as_it_is_stopped_stops(pg_database: str) -> None
         await stops(follower.stop, [follower._task])
     finally:
         await store.close()
+
+
+async def test_own_commits_that_never_reach_the_bus_are_read_and_published(
+    pg_database: str,
+) -> None:
+    """Commits of this process's own connections whose events nobody here published (as
+    when a caller is cancelled between commit and publish) are read from the log after the
+    follower's grace (from what their NOTIFYs carried), and published once each, in order;
+    one published here is neither published again nor read."""
+    async with following(pg_database) as here:
+        writes = [insert(approval()) for _ in range(3)]
+        for write in writes[:2]:
+            await here.store.commit(write)
+        events = await arrived(here.seen, 2)
+        reads = here.store.reads
+        committed = await here.store.commit(writes[2])
+        await here.seen._bus.publish(committed.events)  # published here, as a service does
+        (published,) = await arrived(here.seen, 1)
+        await asyncio.sleep(0.3)  # past the grace: the follower had no need to read
+        assert here.store.reads == reads and here.seen.get_nowait() is None
+    assert [e.seq for e in [*events, published]] == [1, 2, 3]
+    assert [e.request.id for e in events] == [w.insert.id for w in writes[:2] if w.insert]

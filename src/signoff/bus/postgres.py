@@ -41,9 +41,16 @@ CHANNEL = "signoff_events"
 
 logger = logging.getLogger("signoff.bus.postgres")
 
+_SETTLE = 0.005
+"""Seconds between a NOTIFY of this process's own commit and the follower's check that its
+service published it. The NOTIFYs of this process's commits in that time are checked at
+once, in one turn of the follower, by when their services have long published them: a
+check at each NOTIFY woke the follower once per commit and took two or three more turns of
+the event loop, as the NOTIFY usually comes before the commit's reply (0.2-0.3 ms of a
+pause and resume's 2.7, bench/RESULTS.md). Another server's NOTIFY wakes the follower at once."""
 _TURNS = 8
-"""How many turns of the event loop a NOTIFY of this process's commit first gives its
-service to publish, before waiting in steps of a twentieth of :data:`_GRACE`."""
+"""How many turns of the event loop the check gives a service that has not yet published
+its commit, before waiting in steps of a twentieth of :data:`_GRACE`."""
 _GRACE = 0.05
 """How long, in seconds, the follower waits for this process's service to publish its commit."""
 _CARRIED = 4096
@@ -83,6 +90,7 @@ class PostgresEventFollower(EventLogFollower):
         self._foreign = False
         self._max_backoff = max_backoff
         self._wake = asyncio.Event()
+        self._settling: asyncio.TimerHandle | None = None
         self._connection: Any = None
         self._notified_seq = 0
         self._carried: dict[int, tuple[str, str, str]] = {}
@@ -101,6 +109,13 @@ class PostgresEventFollower(EventLogFollower):
             self._carry(last, lines[1:])
         if self._own_backend is None or not self._own_backend(pid):
             self._foreign = True
+            self._wake.set()
+        elif self._settling is None:
+            # this process's own commit: checked a little later, with those that follow
+            self._settling = asyncio.get_running_loop().call_later(_SETTLE, self._settled)
+
+    def _settled(self) -> None:
+        self._settling = None
         self._wake.set()
 
     def _carry(self, last: int, lines: list[str]) -> None:
@@ -191,6 +206,9 @@ class PostgresEventFollower(EventLogFollower):
     async def stop(self) -> None:
         """Stop following and close the listening connection."""
         await super().stop()
+        if self._settling is not None:
+            self._settling.cancel()
+            self._settling = None
         await self._close()
 
     async def _run(self) -> None:

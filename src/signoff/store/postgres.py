@@ -30,6 +30,13 @@ together, where each write alone would take the lock, flush and wake every liste
 turn. A write that finds its request clashed or moved on stores nothing, as alone, and
 the others commit. A database error rolls the whole group back; its writes are then sent
 one by one, so that only the write at fault fails.
+
+Since these writes go one send at a time, they keep one pooled connection between sends
+(with a pool of two or more): taking it from the pool and giving it back for each write
+cost the caller a task and a turn of the event loop (asyncpg shields the release), 5-8%
+of a pause and resume (bench/RESULTS.md). The other writes and the reads use the rest of
+the pool. A connection that fails, or a send that is cancelled on its way, goes back to the
+pool (which closes or resets it), and the next send takes another.
 """
 
 from __future__ import annotations
@@ -210,6 +217,7 @@ class PostgresStore:
         self._recent = _RecentEvents(_RECENT_EVENTS)
         self._backends: set[int] = set()
         self._sending = False  # a write of the one-statement kind is on its way
+        self._sender: Any = None  # the pooled connection they are sent on, kept between sends
         self._idle: asyncio.Event | None = None  # set once none is (made in the pool's loop)
         self._queued: list[_Queued] = []  # those waiting for it, sent next as one group
         # the task sending them, held here: the event loop keeps only a weak reference
@@ -254,6 +262,7 @@ class PostgresStore:
         if self._sending and self._idle is not None:
             await self._idle.wait()
         self._idle = None
+        await self._unpin()
         pool, self._pool = self._pool, None
         if pool is not None:
             try:
@@ -435,7 +444,7 @@ class PostgresStore:
                 return list(await conn.fetch(sql, *group[0].values, 0))
             return list(await conn.fetchmany(sql, [(*s.values, n) for n, s in enumerate(group)]))
 
-        rows = await self._writing(run, group=len(group) > 1)
+        rows = await self._writing(run, group=len(group) > 1, pinned=self._max_size > 1)
         if len(group) > 1:
             self.groups += 1
         appended = {row[0]: row[1] for row in rows}
@@ -471,16 +480,23 @@ class PostgresStore:
         return committed
 
     async def _writing(
-        self, run: Callable[[Any, _Commit], Awaitable[_T]], *, group: bool = False
+        self,
+        run: Callable[[Any, _Commit], Awaitable[_T]],
+        *,
+        group: bool = False,
+        pinned: bool = False,
     ) -> _T:
-        """``run`` a write on a pooled connection. A connection lost before ``run`` marked
-        its COMMIT as sent took the transaction with it: it runs once more, on another.
-        Any other failure is StoreUnavailable, or, when the database refused a ``group``
-        (rolled back whole), _GroupRefused."""
+        """``run`` a write on a pooled connection (``pinned``: the one the one-statement
+        writes keep between sends, one send at a time). A connection lost before ``run``
+        marked its COMMIT as sent took the transaction with it: it runs once more, on
+        another. Any other failure is StoreUnavailable, or, when the database refused a
+        ``group`` (rolled back whole), _GroupRefused."""
         for attempt in range(2):
             pool = self._open_pool()
             commit = _Commit()
             try:
+                if pinned:
+                    return await self._on_sender(pool, run, commit)
                 conn = await pool.acquire()
                 try:
                     return await run(conn, commit)
@@ -496,6 +512,26 @@ class PostgresStore:
                     raise _GroupRefused from exc
                 raise StoreUnavailable(f"cannot write {self._where}: {_one_line(exc)}") from None
         raise AssertionError("unreachable")
+
+    async def _on_sender(
+        self, pool: Any, run: Callable[[Any, _Commit], Awaitable[_T]], commit: _Commit
+    ) -> _T:
+        """``run`` on the connection kept for sending, taken from ``pool`` if none is kept.
+        Any failure or cancellation gives it back to the pool, which closes a broken one
+        and waits out a cancelled query, so a kept connection is always an idle one."""
+        if self._sender is None:
+            self._sender = await pool.acquire()
+        try:
+            return await run(self._sender, commit)
+        except BaseException:
+            await self._unpin()
+            raise
+
+    async def _unpin(self) -> None:
+        """Give the connection kept for sending back to its pool."""
+        conn, self._sender = self._sender, None
+        if conn is not None and self._pool is not None:
+            await _release(self._pool, conn)
 
     async def _refusal(self, write: Write) -> SignoffError:
         """Why a one-statement write stored nothing: its request clashed or moved on."""
