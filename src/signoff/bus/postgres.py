@@ -46,8 +46,9 @@ _SETTLE = 0.005
 service published it. The NOTIFYs of this process's commits in that time are checked at
 once, in one turn of the follower, by when their services have long published them: a
 check at each NOTIFY woke the follower once per commit and took two or three more turns of
-the event loop, as the NOTIFY usually comes before the commit's reply (0.2-0.3 ms of a
-pause and resume's 2.7, bench/RESULTS.md). Another server's NOTIFY wakes the follower at once."""
+the event loop, as the NOTIFY usually comes before the commit's reply (0.05-0.12 ms of the
+client's CPU a pause and resume, bench/RESULTS.md). Another server's NOTIFY wakes the
+follower at once."""
 _TURNS = 8
 """How many turns of the event loop the check gives a service that has not yet published
 its commit, before waiting in steps of a twentieth of :data:`_GRACE`."""

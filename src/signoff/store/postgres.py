@@ -33,7 +33,7 @@ one by one, so that only the write at fault fails.
 
 Since these writes go one send at a time, they keep one pooled connection between sends
 (with a pool of two or more): taking it from the pool and giving it back for each write
-cost the caller a task and a turn of the event loop (asyncpg shields the release), 5-8%
+cost the caller a task and a turn of the event loop (asyncpg shields the release), 5-7%
 of a pause and resume (bench/RESULTS.md). The other writes and the reads use the rest of
 the pool. A connection that fails, or a send that is cancelled on its way, goes back to the
 pool (which closes or resets it), and the next send takes another.
