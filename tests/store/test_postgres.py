@@ -299,6 +299,19 @@ async def test_unreachable_database_is_store_unavailable() -> None:
         await store.commit(insert(approval()))
 
 
+async def commits_after_a_kill(store: PostgresStore, pid: int, dsn: str) -> list[object]:
+    """Three writes after the server killed backend ``pid``: what each committed, or its
+    StoreUnavailable."""
+    await pg_execute(f"SELECT pg_terminate_backend({pid})", dsn)
+    outcomes: list[object] = []
+    for _ in range(3):
+        try:
+            outcomes.append(await store.commit(insert(approval())))
+        except StoreUnavailable as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
 async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
     """A connection the server dropped fails calls only as StoreUnavailable, then is replaced."""
     dsn, schema = pg
@@ -307,13 +320,7 @@ async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
     try:
         await store.commit(insert(approval()))
         pid = await store._pool.fetchval("SELECT pg_backend_pid()")  # the pool's one connection
-        await pg_execute(f"SELECT pg_terminate_backend({int(pid)})", dsn)
-        outcomes: list[object] = []
-        for _ in range(3):
-            try:
-                outcomes.append(await store.commit(insert(approval())))
-            except StoreUnavailable as exc:
-                outcomes.append(exc)
+        outcomes = await commits_after_a_kill(store, int(pid), dsn)
         assert isinstance(outcomes[-1], Committed)
         assert await store.last_event_seq() == 1 + sum(isinstance(o, Committed) for o in outcomes)
     finally:
@@ -342,13 +349,7 @@ async def test_writes_keep_one_connection_and_a_killed_one_is_replaced(
         for _ in range(3):
             await store.commit(insert(approval()))
             assert await sender_pid(store) == pid
-        await pg_execute(f"SELECT pg_terminate_backend({pid})", dsn)
-        outcomes: list[object] = []
-        for _ in range(3):
-            try:
-                outcomes.append(await store.commit(insert(approval())))
-            except StoreUnavailable as exc:
-                outcomes.append(exc)
+        outcomes = await commits_after_a_kill(store, pid, dsn)
         assert sum(isinstance(o, StoreUnavailable) for o in outcomes) <= 1
         assert isinstance(outcomes[-1], Committed)
         assert await sender_pid(store) != pid
