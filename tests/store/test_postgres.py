@@ -327,7 +327,7 @@ async def test_a_killed_connection_is_replaced(pg: tuple[str, str]) -> None:
         await store.close()
 
 
-async def sender_pid(store: PostgresStore) -> int:
+def sender_pid(store: PostgresStore) -> int:
     """The backend of the connection the store keeps for sending its one-statement writes."""
     sender = store._sender
     assert sender is not None, "no connection kept for sending"
@@ -345,14 +345,14 @@ async def test_writes_keep_one_connection_and_a_killed_one_is_replaced(
     await store.open()
     try:
         await store.commit(insert(approval()))
-        pid = await sender_pid(store)
+        pid = sender_pid(store)
         for _ in range(3):
             await store.commit(insert(approval()))
-            assert await sender_pid(store) == pid
+            assert sender_pid(store) == pid
         outcomes = await commits_after_a_kill(store, pid, dsn)
         assert sum(isinstance(o, StoreUnavailable) for o in outcomes) <= 1
         assert isinstance(outcomes[-1], Committed)
-        assert await sender_pid(store) != pid
+        assert sender_pid(store) != pid
         assert await store.last_event_seq() == 4 + sum(isinstance(o, Committed) for o in outcomes)
     finally:
         await store.close()

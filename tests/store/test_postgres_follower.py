@@ -87,7 +87,7 @@ async def following(dsn: str, schema: str | None = None) -> AsyncIterator[Follow
         await asyncio.wait_for(store.read.wait(), 10)  # its first read, once it LISTENs
         store.reads = 0
         async with bus.subscribe() as seen:
-            yield Following(store=store, seen=seen)
+            yield Following(store=store, bus=bus, seen=seen)
     finally:
         await follower.stop()
         await store.close()
@@ -99,6 +99,8 @@ class Following:
 
     store: CountingStore
     """The follower's store."""
+    bus: LocalBus
+    """The bus the follower publishes on (a service publishes its own commits there)."""
     seen: Subscription
     """Every event published on the follower's bus."""
 
@@ -231,7 +233,7 @@ async def test_own_commits_that_never_reach_the_bus_are_read_and_published(
         events = await arrived(here.seen, 2)
         reads = here.store.reads
         committed = await here.store.commit(writes[2])
-        await here.seen._bus.publish(committed.events)  # published here, as a service does
+        await here.bus.publish(committed.events)  # published here, as a service does
         (published,) = await arrived(here.seen, 1)
         await asyncio.sleep(0.3)  # past the grace: the follower had no need to read
         assert here.store.reads == reads and here.seen.get_nowait() is None
