@@ -20,8 +20,16 @@ that count on one database with every agent on the first server and the others o
 following it: their CPU, and PostgreSQL's beyond one server's (it sends each NOTIFY to
 every listener), is what following costs.
 
+Every layout runs ``--rounds`` times (default 3), in turns, the order rotating each round,
+and each line pools its runs: all their lifecycles over all their time, each cost per
+lifecycle over all their lifecycles. The ratio is the pooled rate's over the first
+count's; with more than one round the line also gives each round's ratio to that round's
+run of the first count. On a host whose speed drifts (one seen here took 0.16 to 0.38 s of
+CPU for the same loop, seconds apart), one run of each in a row measures the drift as much
+as the servers.
+
     python bench/nodes_pg.py [--lifecycles 300] [--agents 24] [--servers 1,2,3] [--db-pool N]
-                             [--ceiling] [--dsn URL]
+                             [--ceiling] [--rounds 3] [--dsn URL]
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -217,32 +226,83 @@ async def deadlocks(url: str) -> int:
     return found
 
 
+Config = tuple[How, int]
+"""One layout measured: how the servers are laid out, and how many."""
+
+WHERE: dict[How, str] = {
+    "shared": "on one PostgreSQL",
+    "apart": "each on its own database",
+    "following": "on one PostgreSQL, the first taking every agent, {followers} following it",
+}
+
+
+def configs(opts: argparse.Namespace) -> list[Config]:
+    """What one round measures, in its first order: each count of servers, and with
+    ``--ceiling`` each count above one apart and following too."""
+    out: list[Config] = []
+    for count in opts.servers:
+        out.append(("shared", count))
+        if opts.ceiling and count > 1:
+            out += [("apart", count), ("following", count)]
+    return out
+
+
+def pooled(runs: list[Figures]) -> Figures:
+    """Several runs of one layout as one: every lifecycle over all their time, and each
+    cost per lifecycle over all their lifecycles."""
+    done = sum(f.done for f in runs)
+    seconds = [f.done / f.rate for f in runs]
+
+    def per(field: str) -> float:
+        return sum(float(getattr(f, field)) * f.done for f in runs) / done
+
+    return Figures(
+        runs[0].pool,
+        done / sum(seconds),
+        per("servers_cpu"),
+        sum(f.busy * t for f, t in zip(runs, seconds, strict=True)) / sum(seconds),
+        per("client_cpu"),
+        per("database_cpu"),
+        done,
+        per("followers_cpu"),
+        sum(f.deadlocks for f in runs),
+    )
+
+
 async def run(opts: argparse.Namespace) -> None:
-    """Measure each count of servers and print the figures with their ratios."""
-    figures: dict[int, Figures] = {}
-    apart: dict[int, Figures] = {}
-    following: dict[int, Figures] = {}
+    """Measure each layout in turns, ``--rounds`` times, and print the figures with their
+    ratios to the first count of servers on one database."""
+    order = configs(opts)
+    runs: dict[Config, list[Figures]] = {config: [] for config in order}
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp}
-        for count in opts.servers:
-            figures[count] = await one_count(opts, env, count)
-            if opts.ceiling and count > 1:
-                apart[count] = await one_count(opts, env, count, how="apart")
-                following[count] = await one_count(opts, env, count, how="following")
-    first = min(figures)
-    base = figures[first].rate
-    lines = [(count, f, "on one PostgreSQL") for count, f in figures.items()]
-    lines += [(count, f, "each on its own database") for count, f in apart.items()]
-    lines += [
-        (count, f, f"on one PostgreSQL, the first taking every agent, {count - 1} following it")
-        for count, f in following.items()
-    ]
-    for count, f, where in lines:
+        for k in range(opts.rounds):
+            shift = k % len(order)
+            for how, count in order[shift:] + order[:shift]:
+                runs[how, count].append(await one_count(opts, env, count, how=how))
+    first = min(opts.servers)
+    base_config: Config = ("shared", first)
+    base = pooled(runs[base_config]).rate
+    print(
+        f"{opts.rounds} round(s) in turns, {opts.lifecycles} lifecycles each, "
+        f"{opts.agents} agents; ratios to {first} server(s) on one PostgreSQL"
+    )
+    for how, count in order:
+        f = pooled(runs[how, count])
+        rounds = sorted(
+            r.rate / b.rate for r, b in zip(runs[how, count], runs[base_config], strict=True)
+        )
+        middle = statistics.median(rounds)
+        each = (
+            f" (each round {rounds[0]:.2f}-{rounds[-1]:.2f}, median {middle:.2f})"
+            if opts.rounds > 1 and (how, count) != base_config
+            else ""
+        )
         print(
-            f"{count} server(s) {where}"
+            f"{count} server(s) {WHERE[how].format(followers=count - 1)}"
             + (f" (--db-pool {f.pool} each)" if f.pool else "")
             + f": {f.rate:7.1f} lifecycles/s"
-            f"  ratio to {first} server(s) {f.rate / base:.2f}"
+            f"  ratio to {first} server(s) {f.rate / base:.2f}{each}"
             f"  servers' CPU {f.servers_cpu:5.1f} ms/lifecycle"
             + (f" (+ followers' {f.followers_cpu:4.2f})" if f.followers_cpu else "")
             + f"  PostgreSQL's CPU {f.database_cpu:4.1f} ms/lifecycle"
@@ -277,8 +337,19 @@ def main() -> None:
         "machine at all), and with one server taking every agent while the others only "
         "follow it (what following costs)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="measure every layout this many times, in turns, the order rotating each round "
+        "(default 3): on a host whose speed drifts, each layout gets its share of the slow "
+        "and the quick spells",
+    )
     parser.add_argument("--dsn", default=DEFAULT_DSN)
-    asyncio.run(run(parser.parse_args()))
+    opts = parser.parse_args()
+    if opts.rounds < 1 or min(opts.servers) < 1:
+        parser.error("--rounds and every count of --servers must be at least 1")
+    asyncio.run(run(opts))
 
 
 if __name__ == "__main__":
