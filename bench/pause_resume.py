@@ -24,6 +24,14 @@ One pause+resume, timed from the agent's side:
 - **the ceiling on PostgreSQL**: ``lifecycle_pg.PlainAsyncpg``, a hand-written asyncpg loop
   making the same four transactions on a fresh database of the same server, durable as the
   server's ``synchronous_commit`` has it (the run prints it).
+- **the SQLite store's own statements, replayed bare**: before the timed run, one
+  pause+resume at a time through the service on ``SQLiteStore`` with every statement its
+  writer thread runs recorded (``lifecycle.record``); in the run, each step runs that
+  pause+resume's four transactions again, statement for statement with the same
+  parameters, on a plain sqlite3 connection to a file with the store's schema and settings
+  (``lifecycle.replay``): signoff's rows, history indexes, search index, chain head and
+  syncs, with no Python around them. The run prints ``loop / (replay + own)``, the most any
+  code making these writes can reach.
 - **signoff's own time**: ``one_lifecycle`` through the service on the in-memory store
   (``MemoryStore``), each sample less the time spent inside the store's methods
   (``lifecycle.StoreTime``): the service's own Python per pause+resume. With one
@@ -68,7 +76,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle import ARGS, PlainLoop, StoreTime, one_lifecycle
+from lifecycle import (
+    ARGS,
+    PlainLoop,
+    StoreTime,
+    Transactions,
+    bare_connection,
+    one_lifecycle,
+    record,
+    replay,
+)
 from lifecycle_pg import DEFAULT_DSN, PlainAsyncpg, drop_database, fresh_database
 
 from signoff.bus.local import LocalBus
@@ -178,6 +195,44 @@ PLAIN_PG = "asyncpg loop (ceiling)"
 """The label of the plain asyncpg loop's figures."""
 OWN = "signoff own (memory)"
 """The label of the service's own time, on the in-memory store."""
+REPLAY = "signoff SQLite, replay"
+"""The label of the SQLite store's own statements, replayed bare."""
+STEP_TRANSACTIONS = 4
+"""The transactions of one pause+resume: submit, decide, claim, complete."""
+
+
+@dataclass
+class Recording:
+    """The SQLite store's statements for every pause+resume of the run, recorded before it
+    (``lifecycle.record``), and the bare connection they are replayed on."""
+
+    path: Path
+    """The replay's database file (the store's schema and settings)."""
+    db: sqlite3.Connection
+    """A plain connection to it."""
+    transactions: Transactions
+    """The recorded transactions, :data:`STEP_TRANSACTIONS` per pause+resume in order."""
+
+
+@asynccontextmanager
+async def through_replay(recording: Recording) -> AsyncIterator[Subject]:
+    """The SQLite store's own statements for one pause+resume, replayed bare: the writes
+    signoff makes on SQLite (its rows, history indexes, search index, chain head and four
+    syncs) with no Python around them."""
+    commits: Counter[str] = Counter()
+
+    class Done:
+        value = 0
+
+    async def step(n: int) -> None:
+        first = n * STEP_TRANSACTIONS
+        replay(recording.db, recording.transactions[first : first + STEP_TRANSACTIONS], Done())
+        commits["commit"] += STEP_TRANSACTIONS
+
+    try:
+        yield Subject(REPLAY, step, commits, sqlite_rows(recording.path))
+    finally:
+        recording.db.close()
 
 
 @asynccontextmanager
@@ -264,7 +319,9 @@ async def fresh_pg(dsn: str) -> AsyncIterator[str]:
         await drop_database(dsn, url)
 
 
-async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subject]:
+async def subjects(
+    stack: AsyncExitStack, opts: argparse.Namespace, recording: Recording
+) -> list[Subject]:
     """Open every configuration on its own fresh database; ``stack`` closes and drops them."""
     tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
     path = tmp / "signoff.db"
@@ -281,6 +338,7 @@ async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subj
     print(f"LangGraph SQLite saver: PRAGMA synchronous = {level and level[0]} (2: FULL)")
     out.append(through_langgraph("LangGraph SQLite", saver, sqlite_rows(path)))
     out.append(await stack.enter_async_context(through_plain_sqlite(tmp / "plain.db")))
+    out.append(await stack.enter_async_context(through_replay(recording)))
     out.append(await stack.enter_async_context(through_memory()))
     if opts.no_pg:
         return out
@@ -299,10 +357,24 @@ async def subjects(stack: AsyncExitStack, opts: argparse.Namespace) -> list[Subj
     return out
 
 
-async def run(opts: argparse.Namespace) -> None:
+def recorded(tmp: Path, steps: int) -> Recording:
+    """The SQLite store's transactions for ``steps`` pause+resumes, one at a time, recorded
+    from a run of the service on a file of its own; and a bare connection to replay them on.
+    (Both run their own event loop: called before the timed run's.)"""
+    transactions = record(tmp / "recorded.db", steps, 1)
+    if len(transactions) != steps * STEP_TRANSACTIONS:
+        raise SystemExit(
+            f"recorded {len(transactions)} transactions for {steps} pause+resumes, "
+            f"not {STEP_TRANSACTIONS} each: the replay would not match the steps"
+        )
+    path = tmp / "replay.db"
+    return Recording(path, bare_connection(path), transactions)
+
+
+async def run(opts: argparse.Namespace, recording: Recording) -> None:
     """Time every configuration, in rotating turns, and report."""
     async with AsyncExitStack() as stack:
-        subs = await subjects(stack, opts)
+        subs = await subjects(stack, opts, recording)
         for n in range(opts.warmup + opts.iterations):
             turn = n % len(subs)
             for sub in subs[turn:] + subs[:turn]:
@@ -358,6 +430,17 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
                     f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does "
                     f"the memory store's work ({store_ms:.3f} ms)"
                 )
+                if db == "SQLite" and REPLAY in figures:
+                    replay_ms = 1e3 / figures[REPLAY][2]
+                    print(
+                        f"  with the SQLite store's own statements (replayed bare: "
+                        f"{replay_ms:.3f} ms, {plain_ms / replay_ms:.2f} of the loop's rate), "
+                        f"signoff reaches at most {plain_ms / (replay_ms + own_ms):.2f} = loop "
+                        f"{plain_ms:.3f} ms / (statements {replay_ms:.3f} + service's own "
+                        f"{own_ms:.3f} ms); "
+                        f"{plain_ms / (replay_ms + own_ms + store_ms):.2f} with the memory "
+                        "store's work"
+                    )
     print("\nstored per pause+resume (rows per table; calls to write methods)")
     for sub in subs:
         # Tables that grew with the work; schema bookkeeping holds fewer rows than that.
@@ -375,7 +458,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--dsn", default=DEFAULT_DSN)
     parser.add_argument("--no-pg", action="store_true", help="only the SQLite pair")
-    asyncio.run(run(parser.parse_args()))
+    opts = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        recording = recorded(Path(tmp), opts.warmup + opts.iterations)
+        asyncio.run(run(opts, recording))
 
 
 if __name__ == "__main__":
