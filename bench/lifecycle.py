@@ -296,7 +296,7 @@ def replayed(path: Path, transactions: Transactions) -> float:
     db = bare_connection(path)
     try:
         start = time.perf_counter()
-        replay(db, transactions, _Count())
+        replay(db, transactions, LocalCount())
         return time.perf_counter() - start
     finally:
         db.close()
@@ -358,7 +358,7 @@ def side_by_side(
     ready, go = (
         (context.Event(), context.Event()) if process else (threading.Event(), threading.Event())
     )
-    done: Count = context.Value("q", 0) if process else _Count()
+    done: Count = context.Value("q", 0) if process else LocalCount()
 
     def writer() -> None:
         db = bare_connection(path)
@@ -470,7 +470,7 @@ def _write_handed(path: Path, sock: socket.socket) -> None:
         sock.close()
 
 
-class _Count:
+class LocalCount:
     """A count in this process (``multiprocessing.Value`` is the one a process adds to)."""
 
     value = 0

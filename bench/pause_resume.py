@@ -78,6 +78,7 @@ from langgraph.types import Command, interrupt
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lifecycle import (
     ARGS,
+    LocalCount,
     PlainLoop,
     StoreTime,
     Transactions,
@@ -220,13 +221,11 @@ async def through_replay(recording: Recording) -> AsyncIterator[Subject]:
     signoff makes on SQLite (its rows, history indexes, search index, chain head and four
     syncs) with no Python around them."""
     commits: Counter[str] = Counter()
-
-    class Done:
-        value = 0
+    done = LocalCount()
 
     async def step(n: int) -> None:
         first = n * STEP_TRANSACTIONS
-        replay(recording.db, recording.transactions[first : first + STEP_TRANSACTIONS], Done())
+        replay(recording.db, recording.transactions[first : first + STEP_TRANSACTIONS], done)
         commits["commit"] += STEP_TRANSACTIONS
 
     try:
