@@ -121,7 +121,7 @@ async def measure(
     than the agent's. Otherwise each server has its own database (the ceiling: nothing is
     shared or followed) and an agent's whole lifecycle stays on its server.
     """
-    port = [int(s.base.rsplit(":", 1)[1]) for s in servers]
+    port = [s.port for s in servers]
     made = servers[:1] if shared else servers
     agent: list[str] = []
     person: list[str] = []

@@ -86,6 +86,10 @@ class Server:
         """The server's TCP port."""
         return int(self.base.rsplit(":", 1)[1])
 
+    def connect(self, timeout: float = 10.0) -> socket.socket:
+        """A new TCP connection to the server (``timeout`` for each of its operations)."""
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run a CLI command on the same database."""
         return subprocess.run(

@@ -73,7 +73,7 @@ def test_version() -> None:
 def test_the_port_flag_wins_and_the_environment_gives_the_rest(served: Server) -> None:
     assert httpx.get(f"{served.base}/healthz").status_code == 200
     # without --port, SIGNOFF_PORT is the port: this one is taken by the running server
-    taken = {**served.env, "SIGNOFF_PORT": served.base.rsplit(":", 1)[1]}
+    taken = {**served.env, "SIGNOFF_PORT": str(served.port)}
     again = signoff("serve", "--db", served.db, env=taken)
     assert again.returncode == 3
     assert again.stderr.startswith(f"error: cannot listen on 127.0.0.1:{taken['SIGNOFF_PORT']}")

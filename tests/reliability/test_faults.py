@@ -364,7 +364,7 @@ async def test_pg_terminate_backend_under_load_heals_without_a_restart(
         admin = server.admin_token
         assert admin is not None
         agent = agent_token(server)
-        port = int(server.base.rsplit(":", 1)[1])
+        port = server.port
         # another node's writes reach this server's sockets only through its LISTEN follower
         elsewhere = Service(PostgresStore(pg_database), bus=LocalBus(), read_file=None)
         await elsewhere.open()
@@ -404,7 +404,7 @@ async def test_a_reader_that_drops_its_socket_mid_load_misses_nothing(
         admin = server.admin_token
         assert admin is not None
         agent = agent_token(server)
-        port = int(server.base.rsplit(":", 1)[1])
+        port = server.port
         async with watching(port, admin) as watcher:
             load, stop = Load(), asyncio.Event()
             work = asyncio.create_task(run_load(server.base, agent, admin, stop, load))
@@ -432,7 +432,7 @@ async def test_a_reader_follows_a_server_killed_and_restarted_mid_load(
         admin = server.admin_token
         assert admin is not None
         agent = agent_token(server)
-        port = int(server.base.rsplit(":", 1)[1])
+        port = server.port
         async with watching(port, admin) as watcher:
             load, stop = Load(), asyncio.Event()
             work = asyncio.create_task(run_load(server.base, agent, admin, stop, load))

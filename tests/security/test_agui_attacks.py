@@ -147,10 +147,9 @@ async def test_one_bad_entry_decides_nothing(chat: Chat) -> None:
 async def _declared_too_large(chat: Chat, token: str, size: int) -> bytes:
     """The answer's head to a run whose headers declare ``size`` bytes, read before sending
     them (an HTTP client would write the whole body first, into a closed connection)."""
-    host, port = chat.server.base.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
+    reader, writer = await asyncio.open_connection("127.0.0.1", chat.server.port)
     head = (
-        f"POST {API}/agents/chat/runs HTTP/1.1\r\nHost: {host}\r\n"
+        f"POST {API}/agents/chat/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {size}\r\n\r\n"
     )

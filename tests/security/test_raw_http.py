@@ -33,15 +33,10 @@ def agent(server: Server) -> str:
     return agent_token(server, "raw-agent")
 
 
-def connect(server: Server, wait: float = 10.0) -> socket.socket:
-    """A new TCP connection to the server."""
-    return socket.create_connection(("127.0.0.1", server.port), timeout=wait)
-
-
 def exchange(server: Server, raw: bytes, wait: float = 3.0) -> tuple[bytes, bool]:
     """Send ``raw`` on a new connection; what came back within ``wait`` seconds, and whether
     the server closed the connection."""
-    with connect(server, wait) as sock:
+    with server.connect(wait) as sock:
         sock.sendall(raw)
         return rest_of(sock, wait)
 
@@ -157,7 +152,7 @@ def test_a_head_over_the_limit_is_refused_at_once_or_in_pieces(server: Server) -
     assert statuses(answer) == [400] and closed
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"] == "InvalidHeader"
 
-    with connect(server) as sock:
+    with server.connect() as sock:
         stream_head(sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", 16 * MAX_HEAD)
         answer, closed = rest_of(sock)
     # cut: a 400 (or, with unread bytes left, a reset before it is read), never left open
@@ -206,7 +201,7 @@ def test_a_head_streamed_behind_a_waiting_long_poll_is_cut(server: Server, agent
         f"Authorization: Bearer {agent}\r\n\r\n"
     ).encode()
     started = time.monotonic()
-    with connect(server) as sock:
+    with server.connect() as sock:
         stream_head(sock, poll + b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ", 16 * MAX_HEAD)
         answer, closed = rest_of(sock)
     assert closed and statuses(answer) in ([], [400])

@@ -43,7 +43,7 @@ def open_partial_heads(server: Server, count: int) -> list[socket.socket]:
     """``count`` sockets that each sent the start of a request head and nothing more."""
     sockets = []
     for _ in range(count):
-        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock = server.connect()
         sock.sendall(b"GET /api/v1/requests HTTP/1.1\r\nHost: x\r\n")
         sockets.append(sock)
     return sockets
@@ -95,7 +95,7 @@ def test_a_body_sent_slowly_is_cut_with_408(strict: Server) -> None:
         "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n{"
     )
     started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", strict.port), timeout=10) as sock:
+    with strict.connect() as sock:
         sock.sendall(head.encode())
         try:
             for _ in range(30):

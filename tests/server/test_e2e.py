@@ -68,7 +68,7 @@ async def test_websocket_and_sse_deliver_and_replay_across_a_restart(server: Ser
         last_seq = received[0]["seq"]
         created = await http.post(f"{API}/requests", json={"session_id": "w", "tool_name": "t2"})
         missed_id = created.json()["id"]
-    port = int(server.base.rsplit(":", 1)[1])
+    port = server.port
     server.stop()
     restarted = start_server(server.db, port, server.env)
     try:
@@ -92,7 +92,7 @@ async def test_websocket_and_sse_deliver_and_replay_across_a_restart(server: Ser
 
 def test_port_in_use_is_one_line(server: Server) -> None:
     """A second server on a busy port fails with one error line, not a traceback."""
-    port = server.base.rsplit(":", 1)[1]
+    port = str(server.port)
     done = subprocess.run(
         [sys.executable, "-m", "signoff", "serve", "--port", port, "--db", server.db],
         capture_output=True,

@@ -655,7 +655,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_catches_up_with_since(
     assert served.admin_token is not None
     admin = bearer(served.admin_token)
     token = agent_token(served, "bulky")
-    port = int(served.base.rsplit(":", 1)[1])
+    port = served.port
     async with (
         httpx.AsyncClient(base_url=served.base, headers=bearer(token), timeout=30) as agent,
         httpx.AsyncClient(base_url=served.base, headers=admin, timeout=30) as http,

@@ -44,7 +44,7 @@ class Chat:
 
     def crash_and_restart(self) -> None:
         """``kill -9`` the server, then start it again on its database and port."""
-        port = int(self.server.base.rsplit(":", 1)[1])
+        port = self.server.port
         self.server.process.send_signal(signal.SIGKILL)
         self.server.process.communicate(timeout=20)
         self.server, _ = serve_hosted(self.home, *self.agents, tools_toml=POLICY, port=port)

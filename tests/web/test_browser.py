@@ -298,7 +298,7 @@ def test_history_audit_and_grant_revocation(page: Page, agent: Agent, server: Se
 
 def test_inbox_reconnects_after_a_server_restart(page: Page, server: Server) -> None:
     """The page reconnects by itself and shows what arrived while the server was down."""
-    port = int(server.base.rsplit(":", 1)[1])
+    port = server.port
     server.stop()
     page.wait_for_selector("#live[data-state=reconnecting]")
     made_offline = server.cli("submit", "--tool", "while-down", "--args", "{}")
