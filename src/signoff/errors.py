@@ -46,6 +46,7 @@ __all__ = [
     "CallerError",
     "DuplicateRequest",
     "GrantNotFound",
+    "GrantsChanged",
     "InvalidDecision",
     "InvalidHeader",
     "InvalidRequest",
@@ -193,6 +194,14 @@ class DuplicateRequest(StoreConflict):
     def __init__(self, existing_id: str) -> None:
         super().__init__(f"request already submitted as {existing_id!r}")
         self.existing_id = existing_id
+
+
+class GrantsChanged(StoreConflict):
+    """A grant was stored or revoked since the grants a new request was decided against
+    were read; the request was not stored (read the grants again and decide again)."""
+
+    def __init__(self) -> None:
+        super().__init__("the standing grants changed concurrently")
 
 
 class RuntimeFailure(SignoffError):

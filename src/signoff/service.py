@@ -119,7 +119,16 @@ from signoff.errors import (
     TokenNotFound,
     Unauthenticated,
 )
-from signoff.store.base import DuplicateRequest, Page, RequestQuery, Store, VersionConflict, Write
+from signoff.store.base import (
+    DuplicateRequest,
+    GrantsChanged,
+    GrantsRead,
+    Page,
+    RequestQuery,
+    Store,
+    VersionConflict,
+    Write,
+)
 from signoff.webhook_targets import check_target
 
 __all__ = [
@@ -138,6 +147,8 @@ SYSTEM = Principal(name="system", role="admin")
 """The principal of signoff's own actions (the expiry sweeper)."""
 
 _RETRIES = 50
+_GRANT_KEYS = 4096
+"""Tools and requesters a service keeps the live grants of, at most."""
 _TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _RECENT = 10_000
 
@@ -207,6 +218,9 @@ class Service:
         # the latest version this service wrote or followed of each request that can still
         # change (a change may start from it without a read); a final version is not kept
         self._recent: OrderedDict[str, Request] = OrderedDict()
+        # the live grants of a tool and requester, read once and used until a write decided
+        # against them is refused (GrantsChanged): a grant stored anywhere since
+        self._grants: OrderedDict[tuple[str, str], GrantsRead] = OrderedDict()
 
     @property
     def follower(self) -> EventLogFollower | None:
@@ -249,6 +263,8 @@ class Service:
 
     async def _commit(self, write: Write) -> None:
         committed = await self.store.commit(write)
+        if write.grants:
+            self._grants.clear()  # read again, rather than be refused once
         for written in (write.insert, write.update):
             if written is not None:
                 self._remember(written)
@@ -347,20 +363,29 @@ class Service:
                 details={"request": request.model_dump(mode="json")},
             )
         ]
-        decided = await self._decide_at_submit(request, verdict, now)
-        events = [event_draft("created", decided[0])]
-        if decided[1] is not None:
-            audit.append(decided[1])
-            events.append(event_draft("decided", decided[0]))
-        try:
-            await self._commit(
-                Write(at=now, insert=decided[0], audit=tuple(audit), events=tuple(events))
+        for _ in range(_RETRIES):
+            decided, auto, grants_version = await self._decide_at_submit(request, verdict, now)
+            events = [event_draft("created", decided)]
+            if auto is not None:
+                events.append(event_draft("decided", decided))
+            write = Write(
+                at=now,
+                insert=decided,
+                audit=(*audit, auto) if auto is not None else tuple(audit),
+                events=tuple(events),
+                grants_version=grants_version,
             )
-        except DuplicateRequest as dup:
-            again = _own_duplicate(await self.store.get_request(dup.existing_id), principal)
-            _same_call(again, new)
-            return Submitted(again, created=False)
-        return Submitted(decided[0], created=True)
+            try:
+                await self._commit(write)
+            except GrantsChanged:
+                self._grants.clear()  # decide again, on the grants as they are now
+                continue
+            except DuplicateRequest as dup:
+                again = _own_duplicate(await self.store.get_request(dup.existing_id), principal)
+                _same_call(again, new)
+                return Submitted(again, created=False)
+            return Submitted(decided, created=True)
+        raise InvalidTransition("the standing grants keep changing; submit again")
 
     def confine_previews(self, read_file: FileReader | None) -> None:
         """Read files for diff previews only through ``read_file``, or (None) not at all.
@@ -392,15 +417,17 @@ class Service:
 
     async def _decide_at_submit(
         self, request: Request, verdict: PolicyDecision | None, now: datetime
-    ) -> tuple[Request, AuditDraft | None]:
+    ) -> tuple[Request, AuditDraft | None, int | None]:
+        """The request as decided at once (by policy or a grant, with its audit entry, or
+        as it is), and the grants version it was decided against, if grants were read."""
         if not isinstance(request, ApprovalRequest):
-            return request, None
+            return request, None, None
         if verdict is not None and verdict.verdict == "deny":
             record = rejected_record(
                 f"denied by policy: {verdict.explain()}", by="policy", at=now, via="policy"
             )
             new: Request = request.model_copy(update={"status": "rejected", "decision": record})
-            return new, _auto_audit(new, "policy", {"policy": verdict.explain()})
+            return new, _auto_audit(new, "policy", {"policy": verdict.explain()}), None
         if verdict is not None and verdict.verdict == "allow":
             digest = args_digest(request.tool_name, request.tool_args)
             record = DecisionRecord(
@@ -414,10 +441,9 @@ class Service:
                     "args_digest": digest,
                 }
             )
-            return new, _auto_audit(new, "policy", {"policy": verdict.explain()})
-        for grant in await self.store.list_grants(
-            tool_name=request.tool_name, requested_by=request.requested_by
-        ):
+            return new, _auto_audit(new, "policy", {"policy": verdict.explain()}), None
+        read = await self._live_grants(request.tool_name, request.requested_by, now)
+        for grant in read.grants:
             if grant.covers(
                 tool_name=request.tool_name,
                 session_id=request.session_id,
@@ -427,10 +453,26 @@ class Service:
                 started_by=request.started_by,
             ):
                 new = approved_by_grant(request, grant, now)
-                return new, _auto_audit(
+                audit = _auto_audit(
                     new, "grant", {"grant_id": grant.id, "grant_scope": grant.scope}
                 )
-        return request, None
+                return new, audit, read.version
+        return request, None, read.version
+
+    async def _live_grants(self, tool_name: str, requested_by: str, now: datetime) -> GrantsRead:
+        """The live grants of this tool and requester: kept from the last read, which a
+        write carrying its version checks is still current as it commits."""
+        key = (tool_name, requested_by)
+        read = self._grants.get(key)
+        if read is not None:
+            self._grants.move_to_end(key)
+            return read
+        read = await self.store.grants_for(tool_name, requested_by)
+        read = GrantsRead(read.version, tuple(g for g in read.grants if g.is_live(now)))
+        self._grants[key] = read
+        if len(self._grants) > _GRANT_KEYS:
+            self._grants.popitem(last=False)
+        return read
 
     async def _change(
         self, request_id: str, make: Callable[[Request, datetime], Change]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -12,9 +13,9 @@ from signoff.domain.audit import AuditDraft, verify_chain
 from signoff.domain.events import EventDraft
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import StoreUnavailable
-from signoff.store.base import Committed, DuplicateRequest, VersionConflict, Write
+from signoff.store.base import Committed, DuplicateRequest, GrantsChanged, VersionConflict, Write
 from tests.conftest import drop_schema, new_schema, pg_execute, pg_fetchval, postgres_dsn
-from tests.store.test_store_suite import T0, approval, insert
+from tests.store.test_store_suite import T0, approval, insert, shell_grant
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
@@ -152,6 +153,66 @@ async def test_a_write_the_database_refuses_fails_alone(store: PostgresStore) ->
     assert await store.get_request(bad.id) is None
     await assert_stored(store, good)
     await assert_log_whole(store, 7)
+
+
+async def test_a_request_decided_against_old_grants_fails_alone_in_its_group(
+    store: PostgresStore,
+) -> None:
+    """In a group of requests decided against the grants, the one that read them before a
+    grant was stored fails the group, which is sent again one by one: that one fails with
+    GrantsChanged and stores nothing; the others commit."""
+    before = await store.grants_for("shell", "agent")
+    await store.commit(Write(at=T0, grants=(shell_grant(),)))
+    now = await store.grants_for("shell", "agent")
+    good = [approval() for _ in range(5)]
+    stale = approval()
+    writes = [
+        replace(insert(approval(session_id=_SLOW)), grants_version=now.version),
+        *(replace(insert(r), grants_version=now.version) for r in good[:2]),
+        replace(insert(stale), grants_version=before.version),
+        *(replace(insert(r), grants_version=now.version) for r in good[2:]),
+    ]
+    results = await asyncio.gather(*await started(*writes, store=store), return_exceptions=True)
+    assert isinstance(results[3], GrantsChanged)
+    assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != 3)
+    assert await store.get_request(stale.id) is None
+    await assert_stored(store, good)
+    await assert_log_whole(store, 6)
+
+
+async def test_a_grant_stored_while_a_request_waits_for_the_head_refuses_it(
+    store: PostgresStore,
+) -> None:
+    """Another server holds the log head, storing a grant, while a request decided against
+    the grants before it waits: the insert reads the grants version once it has the head,
+    the one that server committed, and fails with GrantsChanged. Had that server's
+    transaction not moved the version, the same wait ends in a commit."""
+    import asyncpg
+
+    read = await store.grants_for("shell", "agent")
+    other = await asyncpg.connect(store.dsn, server_settings={"search_path": store.schema})
+    try:
+        for moves, outcome in ((False, Committed), (True, GrantsChanged)):
+            transaction = other.transaction()
+            await transaction.start()
+            await other.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
+            if moves:
+                await other.execute(
+                    "UPDATE log_head SET grants_version = grants_version + 1 WHERE id = 1"
+                )
+            request = approval()
+            waiting = asyncio.create_task(
+                store.commit(replace(insert(request), grants_version=read.version))
+            )
+            await asyncio.sleep(0.3)
+            assert not waiting.done()  # behind the other transaction's head
+            await transaction.commit()
+            result = (await asyncio.gather(waiting, return_exceptions=True))[0]
+            assert isinstance(result, outcome), result
+            assert (await store.get_request(request.id) is not None) is (outcome is Committed)
+    finally:
+        await other.close()
+    await assert_log_whole(store, 1)
 
 
 async def test_a_write_cancelled_before_its_group_left_is_never_sent(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +24,14 @@ from signoff.domain.requests import (
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import HistoryItem, PendingCall, Task, new_task_id
 from signoff.errors import InvalidRequest
-from signoff.store.base import DuplicateRequest, RequestQuery, Store, VersionConflict, Write
+from signoff.store.base import (
+    DuplicateRequest,
+    GrantsChanged,
+    RequestQuery,
+    Store,
+    VersionConflict,
+    Write,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -291,6 +299,64 @@ async def test_grants_and_tokens_round_trip_and_replace(store: Store) -> None:
     assert await store.get_token("tok_1") == token
     assert await store.get_token("tok_2") is None
     assert await store.list_tokens() == [token]
+
+
+def shell_grant(**over: Any) -> Grant:
+    """A live grant of ``shell`` calls by ``agent`` in session s1."""
+    fields: dict[str, Any] = {
+        "id": "grt_1",
+        "scope": "session",
+        "tool_name": "shell",
+        "session_id": "s1",
+        "requested_by": "agent",
+        "created_by": "alice",
+        "created_at": T0,
+        "expires_at": T0 + timedelta(hours=1),
+        "source_request_id": "req_x",
+    }
+    fields.update(over)
+    return Grant(**fields)
+
+
+async def test_a_request_decided_against_grants_since_changed_stores_nothing(
+    store: Store,
+) -> None:
+    """Each write that stores a grant moves the grants version on; a new request carrying an
+    older version is refused with GrantsChanged and leaves nothing behind (no row, entry or
+    event), in one statement or in a transaction with other rows; the current one stores."""
+    empty = await store.grants_for("shell", "agent")
+    assert empty.grants == ()
+    grant = shell_grant()
+    other = shell_grant(id="grt_2", requested_by="other")
+    await store.commit(Write(at=T0, grants=(grant, other)))
+    read = await store.grants_for("shell", "agent")
+    assert read.grants == (grant,) and read.version != empty.version
+    assert (await store.grants_for("shell", "nobody")).grants == ()
+    assert (await store.grants_for("shell", "nobody")).version == read.version
+    token = TokenRecord(id="tok_1", name="bot", role="agent", token_hash="ab" * 32, created_at=T0)
+    for stale in (
+        replace(insert(approval()), grants_version=empty.version),
+        replace(insert(approval()), grants_version=empty.version, tokens=(token,)),
+    ):
+        with pytest.raises(GrantsChanged):
+            await store.commit(stale)
+        assert stale.insert is not None and await store.get_request(stale.insert.id) is None
+    assert await store.get_token("tok_1") is None
+    assert await store.list_audit() == [] and await store.list_events() == []
+    current = approval()
+    await store.commit(replace(insert(current), grants_version=read.version))
+    assert await store.get_request(current.id) == current
+    await store.commit(replace(insert(approval()), grants_version=read.version, tokens=(token,)))
+    assert await store.get_token("tok_1") == token
+    revoked = grant.model_copy(update={"revoked_at": T0, "revoked_by": "alice"})
+    drafts = (AuditDraft(action="grant.revoke", actor="alice", request_id="req_x"),)
+    await store.commit(Write(at=T0, grants=(revoked,), audit=drafts))
+    with pytest.raises(GrantsChanged):
+        await store.commit(replace(insert(approval()), grants_version=read.version))
+    after = await store.grants_for("shell", "agent")
+    assert after.grants == (revoked,) and after.version not in (empty.version, read.version)
+    await store.commit(replace(insert(approval()), grants_version=after.version))
+    assert verify_chain(await store.list_audit()).entries == 4
 
 
 async def test_sessions_round_trip_and_end_by_replacing(store: Store) -> None:

@@ -24,13 +24,15 @@ from signoff.domain.requests import ApprovalRequest, Request, RequestKind, Statu
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
-from signoff.errors import DuplicateRequest, InvalidRequest, VersionConflict
+from signoff.errors import DuplicateRequest, GrantsChanged, InvalidRequest, VersionConflict
 from signoff.store import search
 
 __all__ = [
     "MAX_PAGE",
     "Committed",
     "DuplicateRequest",
+    "GrantsChanged",
+    "GrantsRead",
     "Page",
     "RequestQuery",
     "StatusFilter",
@@ -59,7 +61,11 @@ class Write:
     update: Request | None = None
     """A request's next version: stored only if the stored version is ``update.version - 1``."""
     grants: tuple[Grant, ...] = ()
-    """Grants to insert, or to replace by id."""
+    """Grants to insert, or to replace by id; the store's grants version moves on."""
+    grants_version: int | None = None
+    """The grants version a new request was decided against (:meth:`Store.grants_for`):
+    the write is stored only if no grant was stored since (GrantsChanged otherwise), so a
+    grant revoked before the write commits never approves it."""
     tokens: tuple[TokenRecord, ...] = ()
     """Tokens to insert, or to replace by id."""
     sessions: tuple[SessionRecord, ...] = ()
@@ -86,6 +92,15 @@ class Write:
     """A hosted agent run: inserted when ``version`` is 1, else stored only if the stored
     version is ``task.version - 1`` (VersionConflict otherwise). Each of its pending calls'
     request ids is indexed to it, so :meth:`Store.find_task` finds it by request."""
+
+
+@dataclass(frozen=True)
+class GrantsRead:
+    """One tool and requester's grants, newest first, and the store's grants version when
+    they were read (every write that stores a grant moves it on)."""
+
+    version: int
+    grants: tuple[Grant, ...]
 
 
 @dataclass(frozen=True)
@@ -202,7 +217,8 @@ class Store(Protocol):
         """Release connections; pending writes finish first."""
 
     async def commit(self, write: Write) -> Committed:
-        """Apply ``write`` atomically; raise VersionConflict or DuplicateRequest untouched."""
+        """Apply ``write`` atomically; raise VersionConflict, DuplicateRequest or GrantsChanged
+        untouched."""
 
     async def get_request(self, request_id: str) -> Request | None:
         """The request with this id, or None."""
@@ -236,6 +252,11 @@ class Store(Protocol):
         self, *, tool_name: str | None = None, requested_by: str | None = None
     ) -> list[Grant]:
         """Grants, newest first, optionally for one tool and requester."""
+
+    async def grants_for(self, tool_name: str, requested_by: str) -> GrantsRead:
+        """This tool and requester's grants, newest first, and the grants version read no
+        later than they were: a write that carries it commits only if no grant was stored
+        since."""
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""

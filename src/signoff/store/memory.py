@@ -25,6 +25,8 @@ from signoff.store.base import (
     MAX_PAGE,
     Committed,
     DuplicateRequest,
+    GrantsChanged,
+    GrantsRead,
     Page,
     RequestQuery,
     VersionConflict,
@@ -70,6 +72,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._requests: dict[str, Request] = {}
         self._grants: dict[str, Grant] = {}
+        self._grants_version = 0
         self._tokens: dict[str, TokenRecord] = {}
         self._sessions: dict[str, SessionRecord] = {}
         self._audit: list[AuditEntry] = []
@@ -93,6 +96,8 @@ class MemoryStore:
     async def commit(self, write: Write) -> Committed:
         """Check every precondition first, then apply everything."""
         async with self._lock:
+            if write.grants_version not in (None, self._grants_version):
+                raise GrantsChanged()
             if write.insert is not None:
                 existing = self._duplicate_of(write.insert)
                 if existing is not None:
@@ -120,6 +125,8 @@ class MemoryStore:
                     self._task_requests[request_id] = write.task.id
             for grant in write.grants:
                 self._grants[grant.id] = grant
+            if write.grants:
+                self._grants_version += 1
             for token in write.tokens:
                 self._tokens[token.id] = token
             for session in write.sessions:
@@ -264,6 +271,13 @@ class MemoryStore:
         ]
         grants.sort(key=lambda g: (g.created_at, g.id), reverse=True)
         return grants
+
+    async def grants_for(self, tool_name: str, requested_by: str) -> GrantsRead:
+        """This tool and requester's grants, newest first, and the grants version."""
+        async with self._lock:  # not halfway through a commit's grants
+            version = self._grants_version
+            grants = await self.list_grants(tool_name=tool_name, requested_by=requested_by)
+        return GrantsRead(version, tuple(grants))
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""

@@ -20,6 +20,9 @@ that stores only its request (the life of a request: submit, decide, claim, repo
 one statement, its request row in a CTE and the append after it, run as its own implicit
 transaction: one round trip, BEGIN and COMMIT included, and a VersionConflict or
 DuplicateRequest leaves nothing behind because the append runs only on the CTE's row.
+A new request decided against grants read at some grants version (Write's
+``grants_version``) reads the version through the head's lock in the same statement, and
+fails with GrantsChanged, storing nothing, if a grant was stored since (migration 8).
 
 Such writes are committed in groups. A write that finds none of this store's in flight is
 sent at once, by its caller; those that come while one is in flight wait, and are then
@@ -60,11 +63,12 @@ from signoff.domain.requests import ApprovalRequest, Request, stored_request
 from signoff.domain.sessions import SessionRecord
 from signoff.domain.tasks import Task, TaskStatus
 from signoff.domain.webhooks import Delivery, DeliveryStatus, Webhook
-from signoff.errors import SignoffError, StoreUnavailable
+from signoff.errors import GrantsChanged, SignoffError, StoreUnavailable
 from signoff.store import tables
 from signoff.store.base import (
     Committed,
     DuplicateRequest,
+    GrantsRead,
     Page,
     RequestQuery,
     VersionConflict,
@@ -72,7 +76,7 @@ from signoff.store.base import (
     lapsed_among,
     to_micros,
 )
-from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
+from signoff.store.postgres_migrations import GRANTS_CHANGED, MIGRATIONS, SCHEMA_VERSION
 
 try:
     import asyncpg
@@ -110,6 +114,11 @@ _LOST = (
 )
 
 _T = TypeVar("_T")
+
+
+def _stale_grants(exc: BaseException) -> bool:
+    """Whether the database refused a new request decided against an old grants version."""
+    return isinstance(exc, asyncpg.PostgresError) and exc.sqlstate == GRANTS_CHANGED
 
 
 def _where(dsn: str) -> str:
@@ -505,6 +514,10 @@ class PostgresStore:
             except SignoffError:
                 raise
             except _FAILURES as exc:
+                if _stale_grants(exc):
+                    if group:  # the others go again without it
+                        raise _GroupRefused from exc
+                    raise GrantsChanged() from None
                 if attempt == 0 and not commit.sent and _lost(exc):
                     await self._renew(pool)
                     continue
@@ -630,6 +643,21 @@ class PostgresStore:
             tool_name,
             requested_by,
         )
+
+    async def grants_for(self, tool_name: str, requested_by: str) -> GrantsRead:
+        """This tool and requester's grants, newest first, and the grants version, in one
+        snapshot (the head's row joined to them, so it comes back when there are none)."""
+        rows = await self._fetch(
+            "SELECT h.grants_version, g.data FROM log_head h LEFT JOIN grants g "
+            "ON g.tool_name = $1 AND g.requested_by = $2 WHERE h.id = 1 "
+            "ORDER BY g.created_us DESC, g.id DESC",
+            tool_name,
+            requested_by,
+        )
+        if not rows:
+            raise StoreUnavailable(f"{self._where}: the log_head row is missing")
+        grants = tuple(Grant.model_validate_json(row[1]) for row in rows if row[1] is not None)
+        return GrantsRead(int(rows[0][0]), grants)
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""
@@ -881,13 +909,23 @@ def _upsert_sql(table: tables.Table[Any]) -> str:
 _HEAD_FIRST = "SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE"
 
 
-def _head_first(key: int) -> tables.Marks:
-    """``$n``, with the ``key``-th one read through the head's lock."""
+_STALE = "signoff_grants_changed()"
+"""Raises GRANTS_CHANGED (migration 8)."""
+
+
+def _head_first(key: int, grants: int | None = None) -> tables.Marks:
+    """``$n``, with the ``key``-th one read through the head's lock; with ``grants``, only
+    while the grants version there is the ``grants``-th parameter (GRANTS_CHANGED raised
+    otherwise). Read through the lock, the version is the last committed one, even when
+    the lock was waited for: PostgreSQL evaluates the row again once it has it."""
 
     def marks(n: int) -> str:
-        if n == key:
+        if n != key:
+            return f"${n}"
+        if grants is None:
             return f"(SELECT ${n}::text FROM log_head WHERE id = 1 FOR UPDATE)"  # noqa: S608
-        return f"${n}"
+        value = f"CASE WHEN grants_version = ${grants}::bigint THEN ${n}::text ELSE {_STALE} END"
+        return f"(SELECT {value} FROM log_head WHERE id = 1 FOR UPDATE)"  # noqa: S608
 
     return marks
 
@@ -897,6 +935,11 @@ def _head_first(key: int) -> tables.Marks:
 _INSERT_REQUEST = (
     f"{tables.insert_sql(tables.REQUESTS, _head_first(1))} ON CONFLICT DO NOTHING RETURNING id"
 )
+_INSERT_DECIDED = (
+    f"{tables.insert_sql(tables.REQUESTS, _head_first(1, len(tables.REQUESTS.columns) + 1))} "
+    "ON CONFLICT DO NOTHING RETURNING id"
+)
+"""A new request decided against the grants at a grants version, its last parameter."""
 _UPDATE_REQUEST = (
     f"{tables.update_sql(tables.REQUESTS, _head_first(len(tables.REQUESTS.columns)))} RETURNING id"
 )
@@ -1084,6 +1127,7 @@ _STATEMENTS = {
     (kind, logs): _statement_sql(sql, parameters, logs)
     for kind, sql, parameters in (
         ("insert", _INSERT_REQUEST, _REQUEST_PARAMETERS),
+        ("decided", _INSERT_DECIDED, _REQUEST_PARAMETERS + 1),
         ("update", _UPDATE_REQUEST, _REQUEST_PARAMETERS + 1),
         ("none", None, 0),
     )
@@ -1140,13 +1184,18 @@ def _one_statement(write: Write) -> _Statement | None:
     """The write as one statement, if it changes at most one request besides the logs."""
     # whatever else a write may carry (now or in a later version of Write) needs the
     # transaction: compare with the same write stripped of what one statement can do
-    rest = replace(write, insert=None, update=None, audit=(), events=())
+    rest = replace(write, insert=None, update=None, audit=(), events=(), grants_version=None)
     if rest != Write(at=write.at) or (write.insert is not None and write.update is not None):
+        return None
+    if write.grants_version is not None and write.insert is None:
         return None
     logs = bool(write.audit or write.events)
     json = tables.RequestJson()
     values: tuple[object, ...] = ()
-    if write.insert is not None:
+    if write.insert is not None and write.grants_version is not None:
+        kind = "decided"
+        values = (*json.row(write.insert), write.grants_version)
+    elif write.insert is not None:
         kind = "insert"
         values = json.row(write.insert)
     elif write.update is not None:
@@ -1164,10 +1213,16 @@ def _one_statement(write: Write) -> _Statement | None:
 async def _apply(conn: Any, write: Write) -> Committed:
     """Run one write inside its transaction."""
     json = tables.RequestJson()
+    if write.grants_version is not None:  # the head first: this takes it
+        version = await conn.fetchval("SELECT grants_version FROM log_head WHERE id = 1 FOR UPDATE")
+        if version != write.grants_version:
+            raise GrantsChanged()
     if write.insert is not None:
         await _insert_request(conn, write.insert, json)
     if write.update is not None:
         await _update_request(conn, write.update, json)
+    if write.grants:  # the head's lock, taken above or now, before any other row's
+        await conn.execute("UPDATE log_head SET grants_version = grants_version + 1 WHERE id = 1")
     if write.task is not None:
         await _store_task(conn, write.task)
     await _upsert(conn, tables.GRANTS, write.grants)

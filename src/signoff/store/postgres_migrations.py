@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from signoff.store import ddl
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+__all__ = ["GRANTS_CHANGED", "MIGRATIONS", "SCHEMA_VERSION"]
 
 _KEY = 'TEXT COLLATE "C"'
 _BIG = "BIGINT"
@@ -212,6 +212,24 @@ _CARRY_EVENTS_IN_NOTIFY = (
     .replace(_NOTIFY_SEQ, _NOTIFY_EVENTS, 1)
 )
 
+# The grants version, on the head row every write that appends locks: every write that
+# stores a grant moves it on, and a new request decided against grants read at one version
+# is stored only while it still holds (Write's grants_version). Its insert reads the version
+# through the head's lock, so it sees the last committed one even after waiting for a
+# write that moved it; on a mismatch it raises GRANTS_CHANGED (signoff_grants_changed).
+GRANTS_CHANGED = "SGN01"
+"""The SQLSTATE a stale grants version fails a request's insert with."""
+
+_GRANTS_VERSION = f"""
+ALTER TABLE log_head ADD COLUMN grants_version BIGINT NOT NULL DEFAULT 0;
+CREATE FUNCTION signoff_grants_changed() RETURNS TEXT LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the standing grants changed since they were read'
+        USING ERRCODE = '{GRANTS_CHANGED}';
+END
+$$;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _INITIAL,
     _SESSIONS,
@@ -220,6 +238,7 @@ MIGRATIONS: tuple[str, ...] = (
     _HISTORY,
     _APPEND_IN_DATABASE,
     _CARRY_EVENTS_IN_NOTIFY,
+    _GRANTS_VERSION,
 )
 """Migration N is ``MIGRATIONS[N - 1]``."""
 

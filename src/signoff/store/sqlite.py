@@ -45,6 +45,7 @@ from signoff.errors import InvalidRequest, SignoffError, StoreUnavailable
 from signoff.store import tables
 from signoff.store.base import (
     Committed,
+    GrantsRead,
     Page,
     RequestQuery,
     Write,
@@ -477,6 +478,25 @@ class SQLiteStore:
             + " ORDER BY created_us DESC, id DESC"
         )
         return self._lookup_all(Grant.model_validate_json, sql, *params)
+
+    async def grants_for(self, tool_name: str, requested_by: str) -> GrantsRead:
+        """This tool and requester's grants, newest first, and the grants version read just
+        before them (two reads: a grant stored between them moved the version on)."""
+
+        def read(conn: sqlite3.Connection) -> GrantsRead:
+            row = conn.execute("SELECT version FROM grants_version WHERE id = 1").fetchone()
+            if row is None:
+                raise StoreUnavailable(
+                    f"{self.path}: the grants_version row is missing: the schema was damaged"
+                )
+            rows = conn.execute(
+                "SELECT data FROM grants WHERE tool_name = ? AND requested_by = ? "
+                "ORDER BY created_us DESC, id DESC",
+                (tool_name, requested_by),
+            )
+            return GrantsRead(int(row[0]), tuple(Grant.model_validate_json(r[0]) for r in rows))
+
+        return self._lookup(read)
 
     async def find_token(self, token_hash: str) -> TokenRecord | None:
         """The token with this hash, or None."""

@@ -83,6 +83,17 @@ INSERT INTO requests_fts (rowid, search)
 """
 _HISTORY = "".join((ddl.HISTORY_COLUMNS, _SEARCH, ddl.HISTORY_INDEXES))
 
+# The grants version: every write that stores a grant moves it on, and a new request decided
+# against grants read at one version is stored only while it still holds (Write's
+# grants_version), so the grants a server keeps read are never used once one changed.
+_GRANTS_VERSION = """
+CREATE TABLE grants_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+);
+INSERT INTO grants_version (id, version) VALUES (1, 0);
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _INITIAL,
     _WEBHOOKS,
@@ -91,6 +102,7 @@ MIGRATIONS: tuple[str, ...] = (
     ddl.CALL_PER_REQUESTER,
     _NOTIFY,
     _HISTORY,
+    _GRANTS_VERSION,
 )
 """Migration N is ``MIGRATIONS[N - 1]``."""
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from signoff.errors import DuplicateRequest, StoreUnavailable, VersionConflict
+from signoff.errors import DuplicateRequest, GrantsChanged, StoreUnavailable, VersionConflict
 from signoff.store.sqlite_writes import Job, Outcome, Plan, UseNonce, open_for_writing, run_batch
 
 __all__ = ["DEPTH", "MAX_BATCH", "WriterProcess", "main"]
@@ -86,6 +86,8 @@ def _encode(outcome: Outcome) -> tuple[str, object]:
         return "duplicate", error.existing_id
     if isinstance(error, VersionConflict):
         return "conflict", error.request_id
+    if isinstance(error, GrantsChanged):
+        return "grants", None
     if isinstance(error, StoreUnavailable):
         return "unavailable", str(error)
     return "failed", f"{type(error).__name__}: {error}"
@@ -160,6 +162,8 @@ def _decoded(outcome: tuple[str, object]) -> tuple[object, BaseException | None]
         return None, DuplicateRequest(str(value))
     if kind == "conflict":
         return None, VersionConflict(str(value))
+    if kind == "grants":
+        return None, GrantsChanged()
     if kind == "unavailable":
         return None, StoreUnavailable(str(value))
     return None, RuntimeError(f"the SQLite writer process failed a write: {value}")

@@ -26,7 +26,7 @@ from signoff.domain.jsoncanon import canonical_json
 from signoff.domain.requests import ApprovalRequest, Request
 from signoff.errors import StoreUnavailable
 from signoff.store import tables
-from signoff.store.base import DuplicateRequest, VersionConflict, Write, to_micros
+from signoff.store.base import DuplicateRequest, GrantsChanged, VersionConflict, Write, to_micros
 from signoff.store.sqlite_migrations import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = [
@@ -123,6 +123,10 @@ def open_for_writing(path: Path) -> sqlite3.Connection:
     return conn
 
 
+_Saved: TypeAlias = tuple[tuple[int, str] | None, bool, int | None]
+"""A transaction's head, whether it moved, and its grants version (:meth:`Txn.save`)."""
+
+
 class Txn:
     """The writer's open transaction: its connection and the audit chain's head.
 
@@ -134,6 +138,7 @@ class Txn:
         self.conn = conn
         self._head: tuple[int, str] | None = None
         self._moved = False
+        self._grants: int | None = None
 
     @property
     def head(self) -> tuple[int, str]:
@@ -148,13 +153,29 @@ class Txn:
         self._head = (seq, digest)
         self._moved = True
 
-    def save(self) -> tuple[tuple[int, str] | None, bool]:
-        """What :meth:`restore` puts back when a write is rolled back."""
-        return self._head, self._moved
+    @property
+    def grants_version(self) -> int:
+        """The grants version, as this transaction has left it so far."""
+        if self._grants is None:
+            row = self.conn.execute("SELECT version FROM grants_version WHERE id = 1").fetchone()
+            if row is None:
+                raise StoreUnavailable("the grants_version row is missing: the schema was damaged")
+            self._grants = int(row[0])
+        return self._grants
 
-    def restore(self, saved: tuple[tuple[int, str] | None, bool]) -> None:
-        """Forget what a rolled-back write did to the head."""
-        self._head, self._moved = saved
+    def move_grants(self) -> None:
+        """Move the grants version on: a write stored grants."""
+        version = self.grants_version + 1
+        self.conn.execute("UPDATE grants_version SET version = ? WHERE id = 1", (version,))
+        self._grants = version
+
+    def save(self) -> _Saved:
+        """What :meth:`restore` puts back when a write is rolled back."""
+        return self._head, self._moved, self._grants
+
+    def restore(self, saved: _Saved) -> None:
+        """Forget what a rolled-back write did to the head and the grants version."""
+        self._head, self._moved, self._grants = saved
 
     def write_head(self) -> None:
         """Store the head, if this transaction's writes moved it."""
@@ -229,6 +250,10 @@ class Plan(NamedTuple):
     """The audit entries to chain, in order."""
     events: tuple[tuple[str, str, str, str], ...] = ()
     """The events to append: type, time, request id, the request's JSON."""
+    grants_version: int | None = None
+    """Stored only while the grants version is this one (Write's ``grants_version``)."""
+    moves_grants: bool = False
+    """It stores grants: the grants version moves on."""
 
 
 class UseNonce(NamedTuple):
@@ -328,6 +353,8 @@ def prepare(write: Write) -> Prepared:
         events=tuple(
             (draft.type, at, draft.request.id, json(draft.request)) for draft in write.events
         ),
+        grants_version=write.grants_version,
+        moves_grants=bool(write.grants),
     )
     return Prepared(json=json, plan=plan)
 
@@ -411,6 +438,8 @@ def _append_audit(txn: Txn, plan: Plan) -> list[tables.AuditRow]:
 def _apply(txn: Txn, plan: Plan) -> Answer:
     """Run one plan inside the batch's transaction (and its own savepoint)."""
     conn = txn.conn
+    if plan.grants_version is not None and plan.grants_version != txn.grants_version:
+        raise GrantsChanged()
     if plan.insert is not None:
         _insert_request(conn, *plan.insert)
     if plan.update is not None:
@@ -419,6 +448,8 @@ def _apply(txn: Txn, plan: Plan) -> Answer:
         _store_task(conn, *plan.task)
     for sql, rows in plan.replace:
         conn.executemany(sql, rows)
+    if plan.moves_grants:
+        txn.move_grants()
     for sql, rows in plan.delete:
         conn.executemany(sql, rows)
     audit = _append_audit(txn, plan)
