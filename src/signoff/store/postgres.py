@@ -935,7 +935,7 @@ def _head_first(key: int, grants: int | None = None) -> tables.Marks:
 _INSERT_REQUEST = (
     f"{tables.insert_sql(tables.REQUESTS, _head_first(1))} ON CONFLICT DO NOTHING RETURNING id"
 )
-_INSERT_DECIDED = (
+_INSERT_AT_GRANTS = (
     f"{tables.insert_sql(tables.REQUESTS, _head_first(1, len(tables.REQUESTS.columns) + 1))} "
     "ON CONFLICT DO NOTHING RETURNING id"
 )
@@ -1127,7 +1127,7 @@ _STATEMENTS = {
     (kind, logs): _statement_sql(sql, parameters, logs)
     for kind, sql, parameters in (
         ("insert", _INSERT_REQUEST, _REQUEST_PARAMETERS),
-        ("decided", _INSERT_DECIDED, _REQUEST_PARAMETERS + 1),
+        ("at_grants", _INSERT_AT_GRANTS, _REQUEST_PARAMETERS + 1),
         ("update", _UPDATE_REQUEST, _REQUEST_PARAMETERS + 1),
         ("none", None, 0),
     )
@@ -1193,7 +1193,7 @@ def _one_statement(write: Write) -> _Statement | None:
     json = tables.RequestJson()
     values: tuple[object, ...] = ()
     if write.insert is not None and write.grants_version is not None:
-        kind = "decided"
+        kind = "at_grants"
         values = (*json.row(write.insert), write.grants_version)
     elif write.insert is not None:
         kind = "insert"
