@@ -48,7 +48,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -1180,12 +1180,21 @@ def _copied(exc: BaseException) -> BaseException:
     return StoreUnavailable(exc.message) if isinstance(exc, StoreUnavailable) else exc
 
 
+_REST = tuple(
+    (f.name, f.default)
+    for f in fields(Write)
+    if f.name not in ("at", "insert", "update", "audit", "events", "grants_version")
+)
+"""The fields of a write, with their defaults, that one statement does not store."""
+
+
 def _one_statement(write: Write) -> _Statement | None:
     """The write as one statement, if it changes at most one request besides the logs."""
     # whatever else a write may carry (now or in a later version of Write) needs the
-    # transaction: compare with the same write stripped of what one statement can do
-    rest = replace(write, insert=None, update=None, audit=(), events=(), grants_version=None)
-    if rest != Write(at=write.at) or (write.insert is not None and write.update is not None):
+    # transaction: every other field must be at its default
+    if any(getattr(write, name) != empty for name, empty in _REST) or (
+        write.insert is not None and write.update is not None
+    ):
         return None
     if write.grants_version is not None and write.insert is None:
         return None
