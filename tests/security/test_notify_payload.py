@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,14 +20,7 @@ import pytest
 from websockets.asyncio.client import connect
 
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, nodes_on
-
-
-@pytest.fixture
-def two_nodes(pg_database: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Two real servers on one fresh database, the second with ``--no-webhooks``."""
-    with nodes_on(pg_database, tmp_path, 2, "--no-webhooks") as (first, second):
-        yield first, second
+from tests.serving import Server, agent_token, bearer
 
 
 async def test_an_agents_text_never_becomes_an_event_on_another_server(

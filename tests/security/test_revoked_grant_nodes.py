@@ -9,22 +9,12 @@ server used the grant. So must calls with arguments the grant's pattern never co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from signoff.server.app import API
-from tests.serving import Server, agent_token, bearer, new_token, nodes_on
-
-
-@pytest.fixture
-def two_nodes(pg_database: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Two real servers on one fresh database; the first printed the admin token."""
-    with nodes_on(pg_database, tmp_path, 2, "--no-webhooks") as (first, second):
-        yield first, second
+from tests.serving import Server, agent_token, bearer, new_token
 
 
 async def test_a_grant_revoked_on_one_server_approves_nothing_on_the_other(

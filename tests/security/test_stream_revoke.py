@@ -6,16 +6,13 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from signoff.server.app import API
-from tests.serving import Server, bearer, new_token, nodes_on
+from tests.serving import Server, bearer, new_token
 
 ENDS_WITHIN = 2.5
 """Seconds a stream may outlive the revoke (re-checked every 0.5 s, plus a process's lag)."""
@@ -127,13 +124,6 @@ async def test_signing_out_ends_the_inbox_session_stream(server: Server) -> None
             )
             assert out.status_code == 303, out.text
             assert await ws_close_code(ws, ENDS_WITHIN) == 4401
-
-
-@pytest.fixture
-def two_nodes(pg_database: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Two servers on one PostgreSQL database; the first printed the admin token."""
-    with nodes_on(pg_database, tmp_path, 2) as (a, b):
-        yield a, b
 
 
 async def test_a_revoke_on_one_node_ends_streams_on_another(

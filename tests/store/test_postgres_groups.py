@@ -86,6 +86,25 @@ async def assert_stored(store: PostgresStore, requests: list[ApprovalRequest]) -
         assert await store.get_request(request.id) == request
 
 
+async def only_failed(
+    store: PostgresStore,
+    results: list[Committed | BaseException],
+    at: int,
+    failed: Request,
+    good: list[ApprovalRequest],
+    entries: int,
+) -> BaseException:
+    """What the write at ``at`` failed with: it stored nothing, every other write committed,
+    ``good`` are stored and the log holds ``entries`` entries, whole."""
+    outcome = results[at]
+    assert isinstance(outcome, BaseException), outcome
+    assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != at)
+    assert await store.get_request(failed.id) is None
+    await assert_stored(store, good)
+    await assert_log_whole(store, entries)
+    return outcome
+
+
 async def assert_log_whole(store: PostgresStore, entries: int) -> None:
     """The chain verifies, and audit entries and events are numbered without a gap."""
     audit = await store.list_audit()
@@ -147,12 +166,8 @@ async def test_a_write_the_database_refuses_fails_alone(store: PostgresStore) ->
     writes = [insert(approval(session_id=_SLOW)), *(insert(r) for r in (*good[:3], bad, *good[3:]))]
     tasks = await started(*writes, store=store)
     results = await asyncio.gather(*tasks, return_exceptions=True)
-    refused = results[4]
+    refused = await only_failed(store, results, 4, bad, good, 7)
     assert isinstance(refused, StoreUnavailable) and "refused by the test" in refused.message
-    assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != 4)
-    assert await store.get_request(bad.id) is None
-    await assert_stored(store, good)
-    await assert_log_whole(store, 7)
 
 
 async def test_a_request_decided_against_old_grants_fails_alone_in_its_group(
@@ -173,11 +188,7 @@ async def test_a_request_decided_against_old_grants_fails_alone_in_its_group(
         *(replace(insert(r), grants_version=now.version) for r in good[2:]),
     ]
     results = await asyncio.gather(*await started(*writes, store=store), return_exceptions=True)
-    assert isinstance(results[3], GrantsChanged)
-    assert all(isinstance(r, Committed) for n, r in enumerate(results) if n != 3)
-    assert await store.get_request(stale.id) is None
-    await assert_stored(store, good)
-    await assert_log_whole(store, 6)
+    assert isinstance(await only_failed(store, results, 3, stale, good, 6), GrantsChanged)
 
 
 async def test_a_grant_stored_while_a_request_waits_for_the_head_refuses_it(
