@@ -26,17 +26,18 @@ ARGS: dict[str, Any] = {"command": "make deploy"}
 
 
 class Reads:
-    """Counts a store's reads of one request (wrapped on the instance)."""
+    """Counts a store's calls of one read, by default of one request (wrapped on the
+    instance)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, method: str = "get_request") -> None:
         self.count = 0
-        read = store.get_request
+        read = getattr(store, method)
 
-        async def counted(request_id: str) -> Request | None:
+        async def counted(*args: Any) -> Any:
             self.count += 1
-            return await read(request_id)
+            return await read(*args)
 
-        store.get_request = counted  # type: ignore[method-assign]
+        setattr(store, method, counted)
 
 
 @contextlib.asynccontextmanager

@@ -13,28 +13,14 @@ from signoff.bus.local import LocalBus
 from signoff.domain.requests import Request
 from signoff.errors import InvalidTransition
 from signoff.service import Service
-from signoff.store.base import Committed, GrantsChanged, GrantsRead, Store, Write
+from signoff.store.base import Committed, GrantsChanged, Write
 from signoff.store.memory import MemoryStore
 from signoff.testing import AGENT, APPROVER
-from tests.test_followed_versions import backend, two_servers
+from tests.test_followed_versions import Reads, backend, two_servers
 
 __all__ = ["backend"]  # the fixture, parametrized over the shared stores
 
 ARGS: dict[str, Any] = {"command": "make deploy"}
-
-
-class GrantReads:
-    """Counts a store's reads of grants for a submit (wrapped on the instance)."""
-
-    def __init__(self, store: Store) -> None:
-        self.count = 0
-        read = store.grants_for
-
-        async def counted(tool_name: str, requested_by: str) -> GrantsRead:
-            self.count += 1
-            return await read(tool_name, requested_by)
-
-        store.grants_for = counted  # type: ignore[method-assign]
 
 
 async def submitted(service: Service, session: str = "s") -> Request:
@@ -50,7 +36,7 @@ async def test_grants_changed_on_another_server_are_seen_at_the_next_submit(
     made there approves the next submit here; once revoked there, the next submit here
     is pending, and each change costs here one refused write and one read."""
     async with two_servers(backend, tmp_path) as (here, there):
-        reads = GrantReads(here.store)
+        reads = Reads(here.store, "grants_for")
         for _ in range(3):
             assert (await submitted(here)).status == "pending"
         assert reads.count == 1
@@ -73,7 +59,7 @@ async def test_a_service_reads_the_grants_again_after_storing_one_itself() -> No
     kept, so its next submit reads them rather than being refused once."""
     store = MemoryStore()
     service = Service(store, bus=LocalBus(), read_file=None)
-    reads = GrantReads(store)
+    reads = Reads(store, "grants_for")
     refused: list[Write] = []
     commit = store.commit
 
@@ -99,7 +85,7 @@ async def test_grants_that_keep_changing_fail_the_submit_and_store_nothing() -> 
     conflict to try again, after reading the grants afresh each time, and stores nothing."""
     store = MemoryStore()
     service = Service(store, bus=LocalBus(), read_file=None)
-    reads = GrantReads(store)
+    reads = Reads(store, "grants_for")
 
     async def refuse(write: Write) -> Committed:
         raise GrantsChanged()
