@@ -64,6 +64,7 @@ from signoff.store.sqlite_writes import (
     duplicate_row,
     open_for_writing,
     prepare,
+    read_grants_version,
     run_batch,
 )
 
@@ -484,17 +485,13 @@ class SQLiteStore:
         before them (two reads: a grant stored between them moved the version on)."""
 
         def read(conn: sqlite3.Connection) -> GrantsRead:
-            row = conn.execute("SELECT version FROM grants_version WHERE id = 1").fetchone()
-            if row is None:
-                raise StoreUnavailable(
-                    f"{self.path}: the grants_version row is missing: the schema was damaged"
-                )
+            version = read_grants_version(conn, self.path)
             rows = conn.execute(
                 "SELECT data FROM grants WHERE tool_name = ? AND requested_by = ? "
                 "ORDER BY created_us DESC, id DESC",
                 (tool_name, requested_by),
             )
-            return GrantsRead(int(row[0]), tuple(Grant.model_validate_json(r[0]) for r in rows))
+            return GrantsRead(version, tuple(Grant.model_validate_json(r[0]) for r in rows))
 
         return self._lookup(read)
 

@@ -43,6 +43,7 @@ __all__ = [
     "duplicate_row",
     "open_for_writing",
     "prepare",
+    "read_grants_version",
     "run_batch",
 ]
 
@@ -123,6 +124,16 @@ def open_for_writing(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def read_grants_version(conn: sqlite3.Connection, where: object = "the database") -> int:
+    """The grants version (migration 8's one row); StoreUnavailable if the row is gone."""
+    row = conn.execute("SELECT version FROM grants_version WHERE id = 1").fetchone()
+    if row is None:
+        raise StoreUnavailable(
+            f"{where}: the grants_version row is missing: the schema was damaged"
+        )
+    return int(row[0])
+
+
 _Saved: TypeAlias = tuple[tuple[int, str] | None, bool, int | None]
 """A transaction's head, whether it moved, and its grants version (:meth:`Txn.save`)."""
 
@@ -157,10 +168,7 @@ class Txn:
     def grants_version(self) -> int:
         """The grants version, as this transaction has left it so far."""
         if self._grants is None:
-            row = self.conn.execute("SELECT version FROM grants_version WHERE id = 1").fetchone()
-            if row is None:
-                raise StoreUnavailable("the grants_version row is missing: the schema was damaged")
-            self._grants = int(row[0])
+            self._grants = read_grants_version(self.conn)
         return self._grants
 
     def move_grants(self) -> None:
