@@ -151,6 +151,10 @@ _GRANT_KEYS = 4096
 """Tools and requesters a service keeps the live grants of, at most."""
 _TASK_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _RECENT = 10_000
+_NO_GOVERNANCE = Governance()
+"""Who decides a request when there is no policy (frozen: one for every submit)."""
+_BUILT_IN_TERMS = Terms()
+"""A request's terms when there is no policy."""
 
 
 @dataclass(frozen=True)
@@ -319,7 +323,7 @@ class Service:
                 return Submitted(existing, created=False)
         now = self.clock()
         verdict: PolicyDecision | None = None
-        governance = Governance()
+        governance = _NO_GOVERNANCE
         if self.policy is not None:
             if new.kind == "approval":
                 assert new.tool_name is not None
@@ -327,7 +331,7 @@ class Service:
                 governance = verdict.governance
             else:
                 governance = self.policy.governance()
-        terms = Terms()
+        terms = _BUILT_IN_TERMS
         if verdict is not None and verdict.terms is not None:
             terms = verdict.terms
         elif self.policy is not None:

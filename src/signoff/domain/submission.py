@@ -15,6 +15,7 @@ from pydantic import (
     model_validator,
 )
 
+from signoff.domain.built import filled, json_copy
 from signoff.domain.decisions import DecisionRecord, DecisionType, Reject
 from signoff.domain.previews import FilePreview
 from signoff.domain.requests import (
@@ -209,7 +210,9 @@ def build_request(
 ) -> Request:
     """The pending request ``new`` describes, as submitted by ``requested_by`` at ``now``.
 
-    ``settled`` holds its expiry and allowed decisions (default: the built-in terms).
+    ``settled`` holds its expiry and allowed decisions (default: the built-in terms). Built
+    without validating again what ``new`` and ``settled`` hold, valid already; its JSON
+    values are copies, so the request shares no container with ``new``.
     """
     if settled is None:
         settled = settle(
@@ -229,10 +232,10 @@ def build_request(
         "expires_at": now + timedelta(seconds=expires_in) if expires_in else None,
         "on_expire": settled.on_expire,
         "expiry_set_by": settled.set_by,
-        "context": new.context,
+        "context": json_copy(new.context),
         "idempotency_key": new.idempotency_key,
         "allowed_decisions": settled.allowed_decisions,
-        "approvers": approvers,
+        "approvers": tuple(approvers),
         "quorum": quorum,
         "allow_self_approval": allow_self_approval,
         "started_by": started_by,
@@ -241,19 +244,21 @@ def build_request(
     }
     if new.kind == "approval":
         assert new.tool_name is not None
-        return ApprovalRequest(
+        return filled(
+            ApprovalRequest,
             **common,
             tool_name=new.tool_name,
-            tool_args=new.tool_args or {},
+            tool_args=json_copy(new.tool_args or {}),
             tool_call_id=new.tool_call_id,
             editable=new.editable is not False,
             preview=preview,
-            args_schema=new.args_schema,
+            args_schema=json_copy(new.args_schema),
         )
     if new.kind == "choice":
         assert new.prompt is not None and new.options is not None
         default = _as_list(new.default_choice)
-        return ChoiceRequest(
+        return filled(
+            ChoiceRequest,
             **common,
             prompt=new.prompt,
             options=tuple(new.options),
@@ -261,11 +266,12 @@ def build_request(
             allow_other=new.allow_other,
             default_choice=tuple(default) if default else None,
         )
-    return QuestionsRequest(
+    return filled(
+        QuestionsRequest,
         **common,
         prompt=new.prompt,
         questions=new.normalized_questions(),
-        default_answers=new.default_answers,
+        default_answers=dict(new.default_answers) if new.default_answers is not None else None,
     )
 
 

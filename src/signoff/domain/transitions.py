@@ -15,7 +15,7 @@ from typing import assert_never
 from pydantic import JsonValue
 
 from signoff.domain.audit import AuditDraft
-from signoff.domain.built import built
+from signoff.domain.built import built, replaced
 from signoff.domain.decisions import (
     Answer,
     Approve,
@@ -147,8 +147,7 @@ def _moved(request: Request, status: Status, now: datetime, **changes: object) -
             f"request {request.id} is {request.status}; it cannot become {status}",
             status=request.status,
         )
-    update = {"status": status, "version": request.version + 1, "updated_at": now, **changes}
-    return request.model_copy(update=update)
+    return replaced(request, status=status, version=request.version + 1, updated_at=now, **changes)
 
 
 def _require_pending(request: Request, now: datetime) -> None:
@@ -398,14 +397,13 @@ def approved_by_grant(request: ApprovalRequest, grant: Grant, now: datetime) -> 
         via="grant",
         extra={"grant_id": grant.id},
     )
-    return request.model_copy(
-        update={
-            "status": "approved",
-            "decision": record,
-            "grant_id": grant.id,
-            "approved_args": request.tool_args,
-            "args_digest": digest,
-        }
+    return replaced(
+        request,
+        status="approved",
+        decision=record,
+        grant_id=grant.id,
+        approved_args=request.tool_args,
+        args_digest=digest,
     )
 
 
