@@ -121,6 +121,7 @@ def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
             own_backend=store.is_own_backend,
             parse=store.carried_events,
             schema=store.schema,
+            others_follow=store.others_follow,
         )
     return EventLogFollower(store, bus)
 

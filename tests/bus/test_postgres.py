@@ -57,7 +57,8 @@ async def test_a_killed_listening_connection_reconnects_and_misses_nothing(
         await asyncio.sleep(0.3)
         await pg_execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE query LIKE 'LISTEN%' AND datname = '{pg_database.rsplit('/', 1)[1]}'"
+            "WHERE application_name = 'signoff-follower' "
+            f"AND datname = '{pg_database.rsplit('/', 1)[1]}'"
         )
         made = [
             (await b.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request.id

@@ -322,7 +322,9 @@ async def listening(dsn: str) -> bool:
     """Whether some connection to the database is LISTENing for events."""
     found = await pg_fetchval(
         "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = $1 "
-        "AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'",
+        "AND pid <> pg_backend_pid() AND application_name = 'signoff-follower' "
+        # its last statement: the LISTEN, or the count of followers it makes after
+        "AND (query LIKE 'LISTEN%' OR query LIKE 'SELECT count(*) FROM pg_stat_activity%')",
         dsn,
         dsn.rsplit("/", 1)[1],
     )

@@ -521,7 +521,8 @@ async def test_a_version_5_database_keeps_its_chain_after_the_upgrade(
 async def test_a_version_6_database_keeps_its_chain_and_notifies_its_events_after_the_upgrade(
     pg: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Written by migration 6's function, upgraded to 7: one chain, and NOTIFYs carry events."""
+    """Written by migration 6's function, upgraded to the current schema: one chain, and
+    NOTIFYs carry events."""
     dsn, schema = pg
     from signoff.store import postgres
 
@@ -529,9 +530,14 @@ async def test_a_version_6_database_keeps_its_chain_and_notifies_its_events_afte
     monkeypatch.setattr(postgres, "SCHEMA_VERSION", 6)
     old = PostgresStore(dsn, schema=schema)
     await old.open()
+    # migration 6's function, called as the code of that version called it: no ``carry``
+    kinds = postgres._APPEND_PARAMETERS[:-1]
+    marks = ", ".join(f"${n}::{kind}" for n, kind in enumerate(kinds, start=1))
     try:
-        for _ in range(3):
-            await old.commit(insert(approval()))
+        async with old._pool.acquire() as conn:
+            for _ in range(3):
+                values = postgres._append_values(insert(approval()), tables.RequestJson(), True)
+                await conn.fetchval(f"SELECT signoff_append({marks})", *values[:-1])
     finally:
         await old.close()
     monkeypatch.undo()

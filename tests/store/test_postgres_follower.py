@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
@@ -18,8 +18,10 @@ from tests.test_stop_while_woken import stops
 
 pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
+import asyncpg
+
 from signoff.bus.postgres import PostgresEventFollower
-from signoff.store.postgres import PostgresStore
+from signoff.store.postgres import EVENTS_CHANNEL, PostgresStore
 
 
 async def test_a_servers_own_commits_are_not_read_back_but_anothers_are(
@@ -239,3 +241,82 @@ async def test_own_commits_that_never_reach_the_bus_are_read_and_published(
         assert here.store.reads == reads and here.seen.get_nowait() is None
     assert [e.seq for e in [*events, published]] == [1, 2, 3]
     assert [e.request.id for e in events] == [w.insert.id for w in writes[:2] if w.insert]
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    """Wait up to 10 s for ``check()``."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"never {what}"
+        await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def payloads(dsn: str) -> AsyncIterator[asyncio.Queue[str]]:
+    """Every NOTIFY payload on the events channel, from a plain listening connection (not
+    a follower: the followers do not count it)."""
+    listener = await asyncpg.connect(dsn)
+    got: asyncio.Queue[str] = asyncio.Queue()
+    await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
+    try:
+        yield got
+    finally:
+        await listener.close()
+
+
+async def test_events_ride_in_the_notify_only_while_another_follower_listens(
+    pg_database: str,
+) -> None:
+    """A server alone on its database sends the seq alone (its own follower needs no
+    more); once another follower listens, its NOTIFYs carry the events, which that
+    follower publishes with no read; once it has gone, the seq alone again."""
+    store = PostgresStore(pg_database)
+    await store.open()
+    own = PostgresEventFollower(
+        store.dsn,
+        store,
+        LocalBus(),
+        poll=0.1,  # the followers counted every 0.1 s
+        own_backend=store.is_own_backend,
+        parse=store.carried_events,
+        others_follow=store.others_follow,
+    )
+    await own.start()
+    try:
+        async with payloads(pg_database) as got:
+            await until(lambda: not store._carry, "told it is alone")
+            await store.commit(insert(approval()))
+            assert await asyncio.wait_for(got.get(), 5) == "1"
+            async with following(pg_database) as here:
+                await until(lambda: store._carry, "told another follower listens")
+                committed = await store.commit(insert(approval()))
+                payload = await asyncio.wait_for(got.get(), 5)
+                assert payload.split("\n")[0] == "2" and len(payload.split("\n")) == 4
+                (event,) = await arrived(here.seen, 1)
+                assert event == committed.events[0] and here.store.reads == 0
+            await until(lambda: not store._carry, "told the other follower has gone")
+            await store.commit(insert(approval()))
+            assert await asyncio.wait_for(got.get(), 5) == "3"
+    finally:
+        await own.stop()
+        await store.close()
+
+
+async def test_a_follower_not_yet_counted_reads_what_the_notify_did_not_carry(
+    pg_database: str,
+) -> None:
+    """Commits made while their server believed no other follower listened (one started
+    since its last count) reach that follower all the same, in order, read from the log."""
+    async with another_server(pg_database) as elsewhere, following(pg_database) as here:
+        assert isinstance(elsewhere.store, PostgresStore)
+        elsewhere.store.others_follow(False)  # its count was taken before `here` came
+        made = [
+            (await elsewhere.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request
+            for n in range(3)
+        ]
+        events = await arrived(here.seen, 3)
+        assert here.store.reads >= 1
+        await asyncio.sleep(0.2)
+        assert here.seen.get_nowait() is None  # each once
+    assert [e.request.id for e in events] == [r.id for r in made]
+    assert events == await logged(pg_database, 0)

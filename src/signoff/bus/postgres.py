@@ -34,10 +34,20 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "the PostgreSQL event bus needs asyncpg: pip install 'signoff[postgres]'"
     ) from exc
 
-__all__ = ["CHANNEL", "PostgresEventFollower"]
+__all__ = ["CHANNEL", "FOLLOWER", "PostgresEventFollower"]
 
 CHANNEL = "signoff_events"
 """The NOTIFY channel every commit with events signals on."""
+
+FOLLOWER = "signoff-follower"
+"""The ``application_name`` of every follower's listening connection: how a follower counts
+the others listening on its database (``pg_stat_activity``)."""
+
+_OTHERS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+    "AND datname = current_database() AND pid <> pg_backend_pid()"
+)
+"""How many other followers listen on this database (of any process, this one's too)."""
 
 logger = logging.getLogger("signoff.bus.postgres")
 
@@ -76,6 +86,7 @@ class PostgresEventFollower(EventLogFollower):
         own_backend: Callable[[int], bool] | None = None,
         parse: Callable[[Sequence[EventRow]], list[Event]] | None = None,
         schema: str | None = None,
+        others_follow: Callable[[bool], None] | None = None,
     ) -> None:
         """``own_backend(pid)``: whether a NOTIFY from that backend is a commit of this
         process (the store knows its connections), which then needs no read; without it,
@@ -84,7 +95,10 @@ class PostgresEventFollower(EventLogFollower):
         it parsed already, and keep the others for its readers); without it, the events a
         NOTIFY carries are not used and the log is read. ``schema``: the store's
         (None: the search_path's); schemas of one database share the channel, and only
-        the events of this one's log are taken from a NOTIFY."""
+        the events of this one's log are taken from a NOTIFY. ``others_follow(others)``:
+        told on connecting, and every ``poll`` seconds after, whether another follower
+        listens on the database (the store then has its NOTIFYs carry their events only
+        for them); one that starts meanwhile reads the log until told."""
         super().__init__(store, bus, interval=poll)
         self._dsn = dsn
         self._own_backend = own_backend
@@ -97,6 +111,8 @@ class PostgresEventFollower(EventLogFollower):
         self._carried: dict[int, tuple[str, str, str]] = {}
         self._parse = parse
         self._schema = schema
+        self._others_follow = others_follow
+        self._census_at = 0.0  # when the other followers are counted next
         self._log_schema: str | None = None  # the schema's name as the database reports it
         self._connected_once = False
         self.reconnects = 0
@@ -185,8 +201,18 @@ class PostgresEventFollower(EventLogFollower):
             self._carried.pop(seq, None)
         return True
 
+    async def _census(self) -> None:
+        """Tell the store whether another follower listens on the database, and when to
+        count them again."""
+        self._census_at = asyncio.get_running_loop().time() + self._interval
+        if self._others_follow is None or self._connection is None:
+            return
+        self._others_follow(bool(await self._connection.fetchval(_OTHERS, FOLLOWER)))
+
     async def _listen(self) -> None:
-        settings = {} if self._schema is None else {"search_path": self._schema}
+        settings = {"application_name": FOLLOWER}
+        if self._schema is not None:
+            settings["search_path"] = self._schema
         connection = await asyncpg.connect(self._dsn, server_settings=settings)
         # kept before the next await: a stop that cancels us there still closes it
         self._connection = connection
@@ -196,6 +222,7 @@ class PostgresEventFollower(EventLogFollower):
         # what current_schema() gives the store's connections, whose commits name it
         self._log_schema = await connection.fetchval("SELECT current_schema()")
         await connection.add_listener(CHANNEL, self._notified)
+        self._census_at = 0.0  # counted again at once: others may have come or gone
         connection.add_termination_listener(lambda *_: self._wake.set())
 
     async def _close(self) -> None:
@@ -222,6 +249,8 @@ class PostgresEventFollower(EventLogFollower):
                     await self._close()
                     await self._listen()
                     backoff = 0.1
+                if asyncio.get_running_loop().time() >= self._census_at:
+                    await self._census()
                 # after (re)connecting, after a quiet interval, and on every NOTIFY but
                 # those of this process's own commits and those that carried their events
                 # with no hole since our seq: read the log from our seq

@@ -225,6 +225,7 @@ class PostgresStore:
         self._pool: Any = None
         self._recent = _RecentEvents(_RECENT_EVENTS)
         self._backends: set[int] = set()
+        self._carry = True  # events ride in the NOTIFY (for other processes' followers)
         self._sending = False  # a write of the one-statement kind is on its way
         self._sender: Any = None  # the pooled connection they are sent on, kept between sends
         self._idle: asyncio.Event | None = None  # set once none is (made in the pool's loop)
@@ -358,7 +359,7 @@ class PostgresStore:
         is tried once more on another connection. One lost while COMMIT was on its way may
         or may not have committed: that fails as StoreUnavailable, never tried twice.
         """
-        statement = _one_statement(write)
+        statement = _one_statement(write, self._carry)
         if statement is None:
             return await self._in_transaction(write)
         if self._sending:  # join the next group
@@ -480,7 +481,7 @@ class PostgresStore:
             async with conn.transaction():  # COMMIT is sent on leaving the block
                 if head_first:
                     await conn.execute(_HEAD_FIRST)
-                committed = await _apply(conn, write)
+                committed = await _apply(conn, write, self._carry)
                 commit.sent = True
             return committed
 
@@ -574,6 +575,12 @@ class PostgresStore:
         commit of this process, whose service publishes the events itself.
         """
         return pid in self._backends
+
+    def others_follow(self, others: bool) -> None:
+        """Whether another process's follower listens on this database (this process's
+        follower counts them): only then do this store's NOTIFYs carry their events,
+        which spares them a read of the log. Until told, they carry them."""
+        self._carry = others
 
     async def _joined(self, conn: Any) -> None:
         """A new pooled connection: its backend's pid is one of this store's."""
@@ -1038,8 +1045,8 @@ SELECT
 """
 """What :meth:`PostgresStore.audit_coverage` counts, in one snapshot."""
 
-_APPEND_PARAMETERS = ("text", "text", *("text[]",) * 11, "text")
-"""The types of ``signoff_append``'s parameters (migration 6), in order."""
+_APPEND_PARAMETERS = ("text", "text", *("text[]",) * 11, "text", "boolean")
+"""The types of ``signoff_append``'s parameters (migration 9), in order."""
 
 
 def _append_call(first: int) -> str:
@@ -1066,8 +1073,9 @@ def _hash_parts(draft: AuditDraft, stamp: str, details_json: str) -> tuple[str, 
     return head, tail
 
 
-def _append_values(write: Write, json: tables.RequestJson) -> tuple[object, ...]:
-    """``signoff_append``'s arguments for the write's audit entries and events."""
+def _append_values(write: Write, json: tables.RequestJson, carry: bool) -> tuple[object, ...]:
+    """``signoff_append``'s arguments for the write's audit entries and events (``carry``:
+    its NOTIFY carries them)."""
     stamp = write.at.isoformat()
     details = [canonical_json(draft.details) for draft in write.audit]
     parts = [_hash_parts(d, stamp, text) for d, text in zip(write.audit, details, strict=True)]
@@ -1086,6 +1094,7 @@ def _append_values(write: Write, json: tables.RequestJson) -> tuple[object, ...]
         [draft.request.id for draft in write.events],
         [json(draft.request) for draft in write.events],
         EVENTS_CHANNEL,
+        carry,
     )
 
 
@@ -1105,9 +1114,10 @@ def _committed(write: Write, appended: Any) -> Committed:
     return Committed(events=events, audit=tuple(entries))
 
 
-async def _append_logs(conn: Any, write: Write, json: tables.RequestJson) -> Committed:
+async def _append_logs(conn: Any, write: Write, json: tables.RequestJson, carry: bool) -> Committed:
     """Append the write's audit entries and events, last in its transaction."""
-    appended = await conn.fetchval(f"SELECT {_append_call(1)}", *_append_values(write, json))
+    values = _append_values(write, json, carry)
+    appended = await conn.fetchval(f"SELECT {_append_call(1)}", *values)
     return _committed(write, appended)
 
 
@@ -1188,8 +1198,9 @@ _REST = tuple(
 """The fields of a write, with their defaults, that one statement does not store."""
 
 
-def _one_statement(write: Write) -> _Statement | None:
-    """The write as one statement, if it changes at most one request besides the logs."""
+def _one_statement(write: Write, carry: bool) -> _Statement | None:
+    """The write as one statement, if it changes at most one request besides the logs
+    (``carry``: its NOTIFY carries its events)."""
     # whatever else a write may carry (now or in a later version of Write) needs the
     # transaction: every other field must be at its default
     if any(getattr(write, name) != empty for name, empty in _REST) or (
@@ -1215,12 +1226,12 @@ def _one_statement(write: Write) -> _Statement | None:
     else:
         return None
     if logs:
-        values = (*values, *_append_values(write, json))
+        values = (*values, *_append_values(write, json, carry))
     return _Statement(write=write, sql=_STATEMENTS[kind, logs], values=values, logs=logs)
 
 
-async def _apply(conn: Any, write: Write) -> Committed:
-    """Run one write inside its transaction."""
+async def _apply(conn: Any, write: Write, carry: bool) -> Committed:
+    """Run one write inside its transaction (``carry``: its NOTIFY carries its events)."""
     json = tables.RequestJson()
     if write.grants_version is not None:  # the head first: this takes it
         version = await conn.fetchval("SELECT grants_version FROM log_head WHERE id = 1 FOR UPDATE")
@@ -1253,4 +1264,4 @@ async def _apply(conn: Any, write: Write) -> Committed:
         )
     if not write.audit and not write.events:
         return Committed()
-    return await _append_logs(conn, write, json)
+    return await _append_logs(conn, write, json, carry)
