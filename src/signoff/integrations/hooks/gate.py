@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import secrets
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -53,7 +54,7 @@ def _request_body(call: HookCall, wait: float) -> dict[str, Any]:
         context["cwd"] = call.cwd
     if call.transcript_path:
         context["transcript_path"] = call.transcript_path
-    return {
+    body: dict[str, Any] = {
         "session_id": call.session_id,
         "kind": "approval",
         "tool_name": call.tool_name,
@@ -63,6 +64,9 @@ def _request_body(call: HookCall, wait: float) -> dict[str, Any]:
         # expires a moment after the hook gives up: a hook the agent killed leaves nothing
         "expires_in": math.ceil(wait) + 2,
     }
+    if call.tool_use_id is None:  # filed again only as this run's own (see _withdraw_filed)
+        body["idempotency_key"] = f"hook-{secrets.token_urlsafe(16)}"
+    return body
 
 
 def verdict_for(call: HookCall, request: Request) -> Verdict:
@@ -97,15 +101,29 @@ async def _withdraw(backend: Backend, request_id: str) -> Request | None:
         return await backend.get(request_id)  # decided (or expired) in the meantime: it stands
 
 
+async def _withdraw_filed(backend: Backend, body: dict[str, Any]) -> None:
+    """Withdraw what a submit stopped on its way may have filed: the server may have filed
+    it with its answer lost. The same body filed again returns that request (its call id,
+    or its idempotency key, makes a submit idempotent), or files one, and it is withdrawn."""
+    request = (await backend.submit(body)).request
+    if request.status == "pending":
+        await _withdraw(backend, request.id)
+
+
 async def gate(backend: Backend, call: HookCall, *, wait: float) -> Verdict:
     """File ``call``, wait up to ``wait`` seconds (filing included) for its decision, and
     say what to answer.
 
-    A request still pending at the end (or when the hook is cancelled, e.g. on SIGTERM) is
-    withdrawn; a decision that lands in between stands.
+    A request still pending at the end (or when the hook is cancelled, e.g. on SIGTERM,
+    even while it files the call) is withdrawn; a decision that lands in between stands.
     """
     deadline = time.monotonic() + wait
-    request = (await backend.submit(_request_body(call, wait))).request
+    body = _request_body(call, wait)
+    try:
+        request = (await backend.submit(body)).request
+    except asyncio.CancelledError:
+        await asyncio.shield(_withdraw_filed(backend, body))
+        raise
     try:
         while request.status == "pending":
             left = deadline - time.monotonic()
