@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
 import asyncpg
 
-from signoff.bus.postgres import PostgresEventFollower
+from signoff.bus.postgres import HELLO, PostgresEventFollower
 from signoff.store.postgres import EVENTS_CHANNEL, PostgresStore
 
 
@@ -253,11 +254,16 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 @contextlib.asynccontextmanager
 async def payloads(dsn: str) -> AsyncIterator[asyncio.Queue[str]]:
-    """Every NOTIFY payload on the events channel, from a plain listening connection (not
-    a follower: the followers do not count it)."""
+    """Every commit's NOTIFY payload on the events channel (not a follower's hello), from a
+    plain listening connection (not a follower: the followers do not count it)."""
     listener = await asyncpg.connect(dsn)
     got: asyncio.Queue[str] = asyncio.Queue()
-    await listener.add_listener(EVENTS_CHANNEL, lambda *args: got.put_nowait(args[3]))
+
+    def heard(*args: Any) -> None:
+        if args[3] != HELLO:
+            got.put_nowait(args[3])
+
+    await listener.add_listener(EVENTS_CHANNEL, heard)
     try:
         yield got
     finally:
@@ -320,3 +326,33 @@ async def test_a_follower_not_yet_counted_reads_what_the_notify_did_not_carry(
         assert here.seen.get_nowait() is None  # each once
     assert [e.request.id for e in events] == [r.id for r in made]
     assert events == await logged(pg_database, 0)
+
+
+async def test_a_follower_that_starts_is_counted_at_once_by_the_others(
+    pg_database: str,
+) -> None:
+    """A follower that starts NOTIFYs its hello: a server already running, whose next count
+    is far off, counts the followers at once and carries its events for the new one, which
+    publishes them with no read of the log."""
+    store = PostgresStore(pg_database)
+    await store.open()
+    own = PostgresEventFollower(
+        store.dsn,
+        store,
+        LocalBus(),
+        poll=600,  # no count but the one on connecting, and those a hello asks for
+        own_backend=store.is_own_backend,
+        parse=store.carried_events,
+        others_follow=store.others_follow,
+    )
+    await own.start()
+    try:
+        await until(lambda: not store._carry, "told it is alone")
+        async with following(pg_database) as here:
+            await until(lambda: store._carry, "told of the follower that started")
+            committed = await store.commit(insert(approval()))
+            (event,) = await arrived(here.seen, 1)
+            assert event == committed.events[0] and here.store.reads == 0
+    finally:
+        await own.stop()
+        await store.close()

@@ -34,7 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "the PostgreSQL event bus needs asyncpg: pip install 'signoff[postgres]'"
     ) from exc
 
-__all__ = ["CHANNEL", "FOLLOWER", "PostgresEventFollower"]
+__all__ = ["CHANNEL", "FOLLOWER", "HELLO", "PostgresEventFollower"]
 
 CHANNEL = "signoff_events"
 """The NOTIFY channel every commit with events signals on."""
@@ -48,6 +48,11 @@ _OTHERS = (
     "AND datname = current_database() AND pid <> pg_backend_pid()"
 )
 """How many other followers listen on this database (of any process, this one's too)."""
+
+HELLO = "follower"
+"""What a follower NOTIFYs once it listens: the others count the followers at once, so the
+commits of a server already running carry their events for it from then on (not a seq:
+no follower takes it for a commit)."""
 
 logger = logging.getLogger("signoff.bus.postgres")
 
@@ -118,7 +123,12 @@ class PostgresEventFollower(EventLogFollower):
         self.reconnects = 0
         """How many times the listening connection was re-established (for tests, metrics)."""
 
-    def _notified(self, _connection: object, pid: int, _channel: str, payload: str) -> None:
+    def _notified(self, connection: Any, pid: int, _channel: str, payload: str) -> None:
+        if payload == HELLO:  # a follower came: counted at once (not this one, just counted)
+            if pid != connection.get_server_pid():
+                self._census_at = 0.0
+                self._wake.set()
+            return
         lines = payload.split("\n")
         with contextlib.suppress(ValueError):
             last = int(lines[0])
@@ -222,6 +232,7 @@ class PostgresEventFollower(EventLogFollower):
         # what current_schema() gives the store's connections, whose commits name it
         self._log_schema = await connection.fetchval("SELECT current_schema()")
         await connection.add_listener(CHANNEL, self._notified)
+        await connection.execute(f"NOTIFY {CHANNEL}, '{HELLO}'")
         self._census_at = 0.0  # counted again at once: others may have come or gone
         connection.add_termination_listener(lambda *_: self._wake.set())
 
