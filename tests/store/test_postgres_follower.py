@@ -270,42 +270,49 @@ async def payloads(dsn: str) -> AsyncIterator[asyncio.Queue[str]]:
         await listener.close()
 
 
-async def test_events_ride_in_the_notify_only_while_another_follower_listens(
-    pg_database: str,
-) -> None:
-    """A server alone on its database sends the seq alone (its own follower needs no
-    more); once another follower listens, its NOTIFYs carry the events, which that
-    follower publishes with no read; once it has gone, the seq alone again."""
-    store = PostgresStore(pg_database)
+@contextlib.asynccontextmanager
+async def counting(dsn: str, poll: float) -> AsyncIterator[PostgresStore]:
+    """A server's store whose own follower counts the others on connecting, every ``poll``
+    seconds and on a hello, and tells the store; once it has counted itself alone."""
+    store = PostgresStore(dsn)
     await store.open()
     own = PostgresEventFollower(
         store.dsn,
         store,
         LocalBus(),
-        poll=0.1,  # the followers counted every 0.1 s
+        poll=poll,
         own_backend=store.is_own_backend,
         parse=store.carried_events,
         others_follow=store.others_follow,
     )
     await own.start()
     try:
-        async with payloads(pg_database) as got:
-            await until(lambda: not store._carry, "told it is alone")
-            await store.commit(insert(approval()))
-            assert await asyncio.wait_for(got.get(), 5) == "1"
-            async with following(pg_database) as here:
-                await until(lambda: store._carry, "told another follower listens")
-                committed = await store.commit(insert(approval()))
-                payload = await asyncio.wait_for(got.get(), 5)
-                assert payload.split("\n")[0] == "2" and len(payload.split("\n")) == 4
-                (event,) = await arrived(here.seen, 1)
-                assert event == committed.events[0] and here.store.reads == 0
-            await until(lambda: not store._carry, "told the other follower has gone")
-            await store.commit(insert(approval()))
-            assert await asyncio.wait_for(got.get(), 5) == "3"
+        await until(lambda: not store._carry, "told it is alone")
+        yield store
     finally:
         await own.stop()
         await store.close()
+
+
+async def test_events_ride_in_the_notify_only_while_another_follower_listens(
+    pg_database: str,
+) -> None:
+    """A server alone on its database sends the seq alone (its own follower needs no
+    more); once another follower listens, its NOTIFYs carry the events, which that
+    follower publishes with no read; once it has gone, the seq alone again."""
+    async with counting(pg_database, poll=0.1) as store, payloads(pg_database) as got:
+        await store.commit(insert(approval()))
+        assert await asyncio.wait_for(got.get(), 5) == "1"
+        async with following(pg_database) as here:
+            await until(lambda: store._carry, "told another follower listens")
+            committed = await store.commit(insert(approval()))
+            payload = await asyncio.wait_for(got.get(), 5)
+            assert payload.split("\n")[0] == "2" and len(payload.split("\n")) == 4
+            (event,) = await arrived(here.seen, 1)
+            assert event == committed.events[0] and here.store.reads == 0
+        await until(lambda: not store._carry, "told the other follower has gone")
+        await store.commit(insert(approval()))
+        assert await asyncio.wait_for(got.get(), 5) == "3"
 
 
 async def test_a_follower_not_yet_counted_reads_what_the_notify_did_not_carry(
@@ -334,25 +341,9 @@ async def test_a_follower_that_starts_is_counted_at_once_by_the_others(
     """A follower that starts NOTIFYs its hello: a server already running, whose next count
     is far off, counts the followers at once and carries its events for the new one, which
     publishes them with no read of the log."""
-    store = PostgresStore(pg_database)
-    await store.open()
-    own = PostgresEventFollower(
-        store.dsn,
-        store,
-        LocalBus(),
-        poll=600,  # no count but the one on connecting, and those a hello asks for
-        own_backend=store.is_own_backend,
-        parse=store.carried_events,
-        others_follow=store.others_follow,
-    )
-    await own.start()
-    try:
-        await until(lambda: not store._carry, "told it is alone")
-        async with following(pg_database) as here:
-            await until(lambda: store._carry, "told of the follower that started")
-            committed = await store.commit(insert(approval()))
-            (event,) = await arrived(here.seen, 1)
-            assert event == committed.events[0] and here.store.reads == 0
-    finally:
-        await own.stop()
-        await store.close()
+    # no count but the one on connecting, and those a hello asks for
+    async with counting(pg_database, poll=600) as store, following(pg_database) as here:
+        await until(lambda: store._carry, "told of the follower that started")
+        committed = await store.commit(insert(approval()))
+        (event,) = await arrived(here.seen, 1)
+        assert event == committed.events[0] and here.store.reads == 0

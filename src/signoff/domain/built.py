@@ -43,12 +43,7 @@ def built(cls: type[M], **fields: Any) -> M:
     """An instance of ``cls`` holding ``fields``, unvalidated: every field of ``cls`` must be
     given, each already a valid value (a model without private attributes, extras or a
     ``model_post_init``)."""
-    model = cls.__new__(cls)
-    _set(model, "__dict__", fields)
-    _set(model, "__pydantic_fields_set__", set(fields))
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model
+    return _made(cls, fields, set(fields))
 
 
 def filled(cls: type[M], **fields: Any) -> M:
@@ -67,23 +62,24 @@ def filled(cls: type[M], **fields: Any) -> M:
         unknown = sorted(fields.keys() - known.template.keys())
         missing = sorted(known.required - fields.keys())
         raise TypeError(f"{cls.__name__}: unknown fields {unknown}, missing fields {missing}")
-    model = cls.__new__(cls)
-    _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", set(fields))
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
-    return model
+    return _made(cls, values, set(fields))
 
 
 def replaced(model: M, /, **changes: Any) -> M:
     """``model`` with ``changes``, unvalidated, as ``model.model_copy(update=changes)``
     makes it (the fields set grow by those changed), without its generic copy."""
-    new = model.__class__.__new__(model.__class__)
-    _set(new, "__dict__", {**model.__dict__, **changes})
-    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
-    return new
+    values = {**model.__dict__, **changes}
+    return _made(type(model), values, model.__pydantic_fields_set__ | changes.keys())
+
+
+def _made(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
+    """An instance of ``cls`` holding ``values`` as they are, ``fields_set`` its fields set."""
+    model = cls.__new__(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
 
 
 def json_copy(value: Any) -> Any:
