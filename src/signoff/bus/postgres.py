@@ -2,8 +2,11 @@
 
 Every write that appends events also runs ``pg_notify('signoff_events', ...)`` in its
 transaction, so each listening process is woken when it commits. The payload's first line
-is the last seq the commit wrote; when they fit, the events follow it (the schema of the
-log, the stamp, then a line of type, tab and data per event). When the events carried by
+is the last seq the commit wrote; when they fit, and another process's follower listens,
+the events follow it (the schema of the log, the stamp, then a line of type, tab and data
+per event). Each follower's listening connection is named :data:`FOLLOWER`; a follower
+counts the others on connecting, every poll interval and when one NOTIFYs its
+:data:`HELLO` on starting, and tells its store whether any listens. When the events carried by
 the NOTIFYs cover every seq from the follower's last one to the newest notified, with no
 hole, it publishes them on its local bus without a query; otherwise (an event too big to
 carry, a reconnect, the interval's poll) it reads the stored event log after the last seq
@@ -124,7 +127,7 @@ class PostgresEventFollower(EventLogFollower):
         """How many times the listening connection was re-established (for tests, metrics)."""
 
     def _notified(self, connection: Any, pid: int, _channel: str, payload: str) -> None:
-        if payload == HELLO:  # a follower came: counted at once (not this one, just counted)
+        if payload == HELLO:  # another follower listens now: count them (ours comes back too)
             if pid != connection.get_server_pid():
                 self._census_at = 0.0
                 self._wake.set()
