@@ -271,7 +271,7 @@ def build_request(
         **common,
         prompt=new.prompt,
         questions=new.normalized_questions(),
-        default_answers=dict(new.default_answers) if new.default_answers is not None else None,
+        default_answers=json_copy(new.default_answers),
     )
 
 
