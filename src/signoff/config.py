@@ -122,6 +122,7 @@ def follower_for(store: Store, bus: EventBus) -> EventLogFollower:
             parse=store.carried_events,
             schema=store.schema,
             others_follow=store.others_follow,
+            commits_here=store.tell_commits,
         )
     return EventLogFollower(store, bus)
 

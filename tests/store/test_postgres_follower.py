@@ -21,8 +21,11 @@ pytest.importorskip("asyncpg", reason="needs the postgres extra")
 
 import asyncpg
 
+from signoff.bus import postgres as postgres_bus
 from signoff.bus.postgres import HELLO, PostgresEventFollower
+from signoff.store import postgres as postgres_store
 from signoff.store.postgres import EVENTS_CHANNEL, PostgresStore
+from signoff.store.postgres_migrations import MIGRATIONS, SCHEMA_VERSION
 
 
 async def test_a_servers_own_commits_are_not_read_back_but_anothers_are(
@@ -61,33 +64,39 @@ class CountingStore(PostgresStore):
     def __init__(self, dsn: str, *, schema: str | None = None) -> None:
         super().__init__(dsn, schema=schema)
         self.reads = 0
-        self.read = asyncio.Event()
 
     async def list_events(self, *, after_seq: int = 0, limit: int = 1000) -> list[Event]:
         events = await super().list_events(after_seq=after_seq, limit=limit)
         self.reads += 1
-        self.read.set()
         return events
 
 
 @contextlib.asynccontextmanager
-async def following(dsn: str, schema: str | None = None) -> AsyncIterator[Following]:
-    """A store and bus of their own with a LISTEN follower on them, listening already."""
+async def following(
+    dsn: str, schema: str | None = None, *, poll: float = 600, alone: bool = False
+) -> AsyncIterator[Following]:
+    """A store and bus of their own with a LISTEN follower on them, listening already and
+    past its reads on starting; by default no interval poll during the test: NOTIFYs only.
+    ``alone``: wired as a server's, its store telling it of its commits and NOTIFYing only
+    while it counts another follower."""
     store = CountingStore(dsn, schema=schema)
     await store.open()
     bus = LocalBus()
-    follower = PostgresEventFollower(  # no interval poll during the test: NOTIFYs only
+    follower = PostgresEventFollower(
         store.dsn,
         store,
         bus,
-        poll=600,
+        poll=poll,
         own_backend=store.is_own_backend,
         parse=store.carried_events,
         schema=schema,
+        others_follow=store.others_follow if alone else None,
+        commits_here=store.tell_commits if alone else None,
     )
     await follower.start()
     try:
-        await asyncio.wait_for(store.read.wait(), 10)  # its first read, once it LISTENs
+        # its first read, once it LISTENs, and the one a moment after its hello
+        await until(lambda: store.reads >= 2, "read the log on starting")
         store.reads = 0
         async with bus.subscribe() as seen:
             yield Following(store=store, bus=bus, seen=seen)
@@ -284,6 +293,7 @@ async def counting(dsn: str, poll: float) -> AsyncIterator[PostgresStore]:
         own_backend=store.is_own_backend,
         parse=store.carried_events,
         others_follow=store.others_follow,
+        commits_here=store.tell_commits,
     )
     await own.start()
     try:
@@ -294,15 +304,24 @@ async def counting(dsn: str, poll: float) -> AsyncIterator[PostgresStore]:
         await store.close()
 
 
-async def test_events_ride_in_the_notify_only_while_another_follower_listens(
-    pg_database: str,
-) -> None:
-    """A server alone on its database sends the seq alone (its own follower needs no
-    more); once another follower listens, its NOTIFYs carry the events, which that
-    follower publishes with no read; once it has gone, the seq alone again."""
+async def nothing_notified(dsn: str, got: asyncio.Queue[str]) -> None:
+    """That no commit NOTIFYed ``got``'s listener before now: a NOTIFY sent now reaches it
+    after any that a commit already made (a listener gets them in commit order) and first."""
+    marker = await asyncpg.connect(dsn)
+    try:
+        await marker.execute(f"NOTIFY {EVENTS_CHANNEL}, 'marker'")
+    finally:
+        await marker.close()
+    assert await asyncio.wait_for(got.get(), 5) == "marker"
+
+
+async def test_a_server_notifies_only_while_another_follower_listens(pg_database: str) -> None:
+    """A server alone on its database NOTIFYs nobody (its own follower hears of its commits
+    from its store); once another follower listens, its NOTIFYs carry the events, which
+    that follower publishes with no read; once it has gone, no NOTIFY again."""
     async with counting(pg_database, poll=0.1) as store, payloads(pg_database) as got:
         await store.commit(insert(approval()))
-        assert await asyncio.wait_for(got.get(), 5) == "1"
+        await nothing_notified(pg_database, got)
         async with following(pg_database) as here:
             await until(lambda: store._carry, "told another follower listens")
             committed = await store.commit(insert(approval()))
@@ -312,15 +331,19 @@ async def test_events_ride_in_the_notify_only_while_another_follower_listens(
             assert event == committed.events[0] and here.store.reads == 0
         await until(lambda: not store._carry, "told the other follower has gone")
         await store.commit(insert(approval()))
-        assert await asyncio.wait_for(got.get(), 5) == "3"
+        await nothing_notified(pg_database, got)
 
 
-async def test_a_follower_not_yet_counted_reads_what_the_notify_did_not_carry(
+async def test_a_follower_not_yet_counted_reads_what_was_notified_to_nobody(
     pg_database: str,
 ) -> None:
     """Commits made while their server believed no other follower listened (one started
-    since its last count) reach that follower all the same, in order, read from the log."""
-    async with another_server(pg_database) as elsewhere, following(pg_database) as here:
+    since its last count) NOTIFY nobody; they reach that follower all the same at its
+    interval's poll, in order, each once, read from the log."""
+    async with (
+        another_server(pg_database) as elsewhere,
+        following(pg_database, poll=0.3) as here,
+    ):
         assert isinstance(elsewhere.store, PostgresStore)
         elsewhere.store.others_follow(False)  # its count was taken before `here` came
         made = [
@@ -329,10 +352,106 @@ async def test_a_follower_not_yet_counted_reads_what_the_notify_did_not_carry(
         ]
         events = await arrived(here.seen, 3)
         assert here.store.reads >= 1
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.7)
         assert here.seen.get_nowait() is None  # each once
     assert [e.request.id for e in events] == [r.id for r in made]
     assert events == await logged(pg_database, 0)
+
+
+async def test_a_follower_reads_the_log_again_once_the_others_have_counted_it(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a server commits between another follower's start and its count of it
+    NOTIFYs nobody: that follower reads the log once more a moment after its hello, with
+    no interval poll, and publishes those commits, in order, each once."""
+    monkeypatch.setattr(postgres_bus, "_COUNTED", 1.5)
+    async with another_server(pg_database) as elsewhere:
+        assert isinstance(elsewhere.store, PostgresStore)
+        elsewhere.store.others_follow(False)  # it has not yet counted the newcomer
+        store = CountingStore(pg_database)
+        await store.open()
+        bus = LocalBus()
+        follower = PostgresEventFollower(store.dsn, store, bus, poll=600)
+        try:
+            async with bus.subscribe() as seen:
+                await follower.start()
+                await until(lambda: store.reads >= 1, "read the log on starting")
+                made = [
+                    (
+                        await elsewhere.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)
+                    ).request
+                    for n in range(3)
+                ]
+                assert seen.get_nowait() is None  # no NOTIFY: nothing yet
+                events = await arrived(seen, 3)
+                await asyncio.sleep(0.2)
+                assert seen.get_nowait() is None
+        finally:
+            await follower.stop()
+            await store.close()
+    assert [e.request.id for e in events] == [r.id for r in made]
+
+
+async def test_a_servers_commits_are_checked_from_what_its_store_tells_with_no_notify(
+    pg_database: str,
+) -> None:
+    """Alone, a server's commits NOTIFY nobody; its follower hears of them from its store.
+    Those nobody here published (a caller cancelled between commit and publish) are read
+    after the grace and published once each, in order; one published here is not read."""
+    async with following(pg_database, alone=True) as here:
+        await until(lambda: not here.store._carry, "told it is alone")
+        writes = [insert(approval()) for _ in range(3)]
+        for write in writes[:2]:
+            await here.store.commit(write)
+        events = await arrived(here.seen, 2)
+        reads = here.store.reads
+        assert reads >= 1
+        committed = await here.store.commit(writes[2])
+        await here.bus.publish(committed.events)  # published here, as a service does
+        (published,) = await arrived(here.seen, 1)
+        await asyncio.sleep(0.3)  # past the grace: the follower had no need to read
+        assert here.store.reads == reads and here.seen.get_nowait() is None
+    assert [e.seq for e in [*events, published]] == [1, 2, 3]
+    assert [e.request.id for e in events] == [w.insert.id for w in writes[:2] if w.insert]
+
+
+async def test_a_write_cut_short_has_the_follower_read_the_log(pg_database: str) -> None:
+    """A write cancelled after its statement was sent may have committed, unseen by its
+    caller: its store tells the follower, which reads the log at once and publishes
+    whatever it finds there, once."""
+    async with following(pg_database, alone=True) as here:
+        await until(lambda: not here.store._carry, "told it is alone")
+        blocker = await asyncpg.connect(pg_database)
+        try:
+            async with blocker.transaction():  # every append waits for the head
+                await blocker.execute("SELECT * FROM log_head WHERE id = 1 FOR UPDATE")
+                cut = asyncio.create_task(here.store.commit(insert(approval())))
+                await asyncio.sleep(0.3)  # its statement is on its way, waiting
+                reads = here.store.reads
+                cut.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await cut
+                await until(lambda: here.store.reads > reads, "read the log")
+        finally:
+            await blocker.close()
+        # a commit that NOTIFYs nobody and that the store does not tell of, as one whose
+        # answer was lost: the follower finds it when told that one may have been made
+        unseen = PostgresStore(pg_database)
+        await unseen.open()
+        try:
+            unseen.others_follow(False)
+            committed = await unseen.commit(insert(approval()))
+        finally:
+            await unseen.close()
+        await asyncio.sleep(0.2)
+        assert here.seen.get_nowait() is None
+        heard = here.store._heard
+        assert heard is not None
+        heard(None)
+        (event,) = await arrived(here.seen, 1)
+        assert event == committed.events[0]
+        await asyncio.sleep(0.2)
+        assert here.seen.get_nowait() is None
 
 
 async def test_a_follower_that_starts_is_counted_at_once_by_the_others(
@@ -347,3 +466,53 @@ async def test_a_follower_that_starts_is_counted_at_once_by_the_others(
         committed = await store.commit(insert(approval()))
         (event,) = await arrived(here.seen, 1)
         assert event == committed.events[0] and here.store.reads == 0
+
+
+async def test_events_carried_past_an_own_commit_that_notified_nobody_need_no_read(
+    pg_database: str,
+) -> None:
+    """Alone, a server's own commit NOTIFYs nobody; a commit of a process with no follower
+    (a CLI) right after it NOTIFYs its events: the follower publishes them from the NOTIFY
+    with no read, the commit of its own being on its bus already."""
+    async with another_server(pg_database) as cli, following(pg_database, alone=True) as here:
+        await until(lambda: not here.store._carry, "told it is alone")
+        for n in range(5):
+            committed = await here.store.commit(insert(approval()))
+            await here.bus.publish(committed.events)  # published here, as a service does
+            foreign = (await cli.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request
+            own, carried = await arrived(here.seen, 2)
+            assert own == committed.events[0] and carried.request.id == foreign.id
+        await asyncio.sleep(0.1)
+        assert here.store.reads == 0
+
+
+async def test_a_version_9_database_upgrades_to_notify_only_while_others_listen(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written at version 9 (a NOTIFY for every commit), upgraded: a store told that no
+    other follower listens NOTIFYs nothing; told that one does, it sends the events."""
+    monkeypatch.setattr(postgres_store, "MIGRATIONS", MIGRATIONS[:9])
+    monkeypatch.setattr(postgres_store, "SCHEMA_VERSION", 9)
+    old = PostgresStore(pg_database)
+    await old.open()
+    try:
+        old.others_follow(False)
+        await old.commit(insert(approval()))
+    finally:
+        await old.close()
+    monkeypatch.undo()
+    async with payloads(pg_database) as got:
+        store = PostgresStore(pg_database)
+        await store.open()
+        try:
+            store.others_follow(False)
+            await store.commit(insert(approval()))
+            await nothing_notified(pg_database, got)
+            store.others_follow(True)
+            await store.commit(insert(approval()))
+            assert (await asyncio.wait_for(got.get(), 5)).split("\n")[0] == "3"
+            async with store._pool.acquire() as conn:
+                version = await conn.fetchval("SELECT version FROM schema_version")
+            assert version == SCHEMA_VERSION == 10
+        finally:
+            await store.close()

@@ -1,20 +1,25 @@
 """Events across servers sharing one PostgreSQL: LISTEN/NOTIFY as the wake-up, the log as truth.
 
 Every write that appends events also runs ``pg_notify('signoff_events', ...)`` in its
-transaction, so each listening process is woken when it commits. The payload's first line
-is the last seq the commit wrote; when they fit, and another process's follower listens,
-the events follow it (the schema of the log, the stamp, then a line of type, tab and data
-per event). Each follower's listening connection is named :data:`FOLLOWER`; a follower
-counts the others on connecting, every poll interval and when one NOTIFYs its
-:data:`HELLO` on starting, and tells its store whether any listens. When the events carried by
-the NOTIFYs cover every seq from the follower's last one to the newest notified, with no
-hole, it publishes them on its local bus without a query; otherwise (an event too big to
-carry, a reconnect, the interval's poll) it reads the stored event log after the last seq
-it has seen, and publishes the ones this process did not write. A NOTIFY sent by one of
-this process's own connections (its store knows their backend pids) needs neither: the
-service that committed it publishes it. A lost connection is noticed, re-established with
-backoff, and followed by a catch-up from the log, so nothing is missed; a slow poll covers
-the rare notification that never arrives.
+transaction while another process's follower listens, so each such process is woken when
+it commits. The payload's first line is the last seq the commit wrote; when they fit, the
+events follow it (the schema of the log, the stamp, then a line of type, tab and data per
+event). Each follower's listening connection is named :data:`FOLLOWER`; a follower counts
+the others on connecting, every poll interval and when one NOTIFYs its :data:`HELLO` on
+starting, and tells its store whether any listens: a server alone on its database NOTIFYs
+nobody. When the events carried by the NOTIFYs cover every seq from the follower's last
+one to the newest notified (those this process published aside), with no hole, it
+publishes them on its local bus without a query; otherwise (an event too big to carry, a
+reconnect, the interval's poll) it reads the stored event log after the last seq it has
+seen, and publishes the ones this process did not write. This process's own commits need
+neither: its store tells the follower their seqs (and a NOTIFY of one, from a connection
+whose backend pid the store knows, is taken for the same), the service that committed
+them publishes them, and the follower reads the log only for one that nobody published.
+A follower that starts reads the log once more a moment after its hello
+(:data:`_COUNTED`): what the others committed before they counted it, they NOTIFYed to
+nobody. A lost connection is noticed, re-established with backoff, and followed by a
+catch-up from the log, so nothing is missed; a slow poll covers the rare notification that
+never arrives.
 """
 
 from __future__ import annotations
@@ -72,6 +77,10 @@ _TURNS = 8
 its commit, before waiting in steps of a twentieth of :data:`_GRACE`."""
 _GRACE = 0.05
 """How long, in seconds, the follower waits for this process's service to publish its commit."""
+_COUNTED = 0.25
+"""Seconds after its hello when a follower reads the log once more: by then the others have
+counted it, and the commits they made before, which NOTIFYed nobody, are in the log (the
+interval's poll reaches any later one)."""
 _CARRIED = 4096
 """How many carried events the follower holds at most; past it, it forgets them all (the
 next NOTIFY then finds a hole and reads the log)."""
@@ -95,6 +104,7 @@ class PostgresEventFollower(EventLogFollower):
         parse: Callable[[Sequence[EventRow]], list[Event]] | None = None,
         schema: str | None = None,
         others_follow: Callable[[bool], None] | None = None,
+        commits_here: Callable[[Callable[[int | None], None] | None], None] | None = None,
     ) -> None:
         """``own_backend(pid)``: whether a NOTIFY from that backend is a commit of this
         process (the store knows its connections), which then needs no read; without it,
@@ -105,8 +115,11 @@ class PostgresEventFollower(EventLogFollower):
         (None: the search_path's); schemas of one database share the channel, and only
         the events of this one's log are taken from a NOTIFY. ``others_follow(others)``:
         told on connecting, and every ``poll`` seconds after, whether another follower
-        listens on the database (the store then has its NOTIFYs carry their events only
-        for them); one that starts meanwhile reads the log until told."""
+        listens on the database (the store then NOTIFYs, with the events, only for them);
+        one that starts meanwhile reads the log until told. ``commits_here(heard)``:
+        registers ``heard`` with the store, called with the last seq of each of its
+        commits (None: one that may have committed), and unregisters it (None) on stop;
+        without it, this process's commits are known from their NOTIFYs alone."""
         super().__init__(store, bus, interval=poll)
         self._dsn = dsn
         self._own_backend = own_backend
@@ -120,6 +133,9 @@ class PostgresEventFollower(EventLogFollower):
         self._parse = parse
         self._schema = schema
         self._others_follow = others_follow
+        self._commits_here = commits_here
+        self._must_read = False  # the log is read at the next wake-up, whatever was notified
+        self._recount: asyncio.TimerHandle | None = None
         self._census_at = 0.0  # when the other followers are counted next
         self._log_schema: str | None = None  # the schema's name as the database reports it
         self._connected_once = False
@@ -140,9 +156,26 @@ class PostgresEventFollower(EventLogFollower):
         if self._own_backend is None or not self._own_backend(pid):
             self._foreign = True
             self._wake.set()
-        elif self._settling is None:
-            # this process's own commit: checked a little later, with those that follow
+        else:
+            self._own()
+
+    def committed_here(self, seq: int | None) -> None:
+        """This process's store committed events up to ``seq``; None: a write that may
+        have committed failed or was cancelled, so the log is read."""
+        if seq is None:
+            self._read_soon()
+        else:
+            self._notified_seq = max(self._notified_seq, seq)
+            self._own()
+
+    def _own(self) -> None:
+        """A commit of this process's own: checked a little later, with those that follow."""
+        if self._settling is None:
             self._settling = asyncio.get_running_loop().call_later(_SETTLE, self._settled)
+
+    def _read_soon(self) -> None:
+        self._must_read = True
+        self._wake.set()
 
     def _settled(self) -> None:
         self._settling = None
@@ -168,15 +201,15 @@ class PostgresEventFollower(EventLogFollower):
         They are the rows a read would return, so the bus gets exactly what a read would
         give it, in order, each seq once.
         """
-        carried = self._carried
+        carried, published = self._carried, self._bus.already_published
         # empty when a read already reached the notified seq: nothing to publish
         seqs = range(self._cursor + 1, self._notified_seq + 1)
-        if not all(seq in carried for seq in seqs):
+        if not all(seq in carried or published(seq) for seq in seqs):
             return False
         self._foreign = False  # what was notified until now, this reaches
         self._cursor = max(self._cursor, seqs.stop - 1)
-        rows = [(seq, *carried.pop(seq)) for seq in seqs]
-        fresh = [row for row in rows if not self._bus.already_published(row[0])]
+        rows = [(seq, *carried.pop(seq)) for seq in seqs if seq in carried]
+        fresh = [row for row in rows if not published(row[0])]
         if fresh and self._parse is not None:  # (none carried without a parser)
             await self._bus.publish(self._parse(fresh))
         return True
@@ -236,6 +269,9 @@ class PostgresEventFollower(EventLogFollower):
         self._log_schema = await connection.fetchval("SELECT current_schema()")
         await connection.add_listener(CHANNEL, self._notified)
         await connection.execute(f"NOTIFY {CHANNEL}, '{HELLO}'")
+        if self._recount is not None:
+            self._recount.cancel()
+        self._recount = asyncio.get_running_loop().call_later(_COUNTED, self._read_soon)
         self._census_at = 0.0  # counted again at once: others may have come or gone
         connection.add_termination_listener(lambda *_: self._wake.set())
 
@@ -245,12 +281,21 @@ class PostgresEventFollower(EventLogFollower):
             with contextlib.suppress(Exception):
                 await connection.close()
 
+    async def start(self, after_seq: int | None = None) -> None:
+        """Hear this process's commits from its store, then follow (see the base class)."""
+        if self._commits_here is not None:
+            self._commits_here(self.committed_here)
+        await super().start(after_seq)
+
     async def stop(self) -> None:
         """Stop following and close the listening connection."""
+        if self._commits_here is not None:
+            self._commits_here(None)
         await super().stop()
-        if self._settling is not None:
-            self._settling.cancel()
-            self._settling = None
+        for timer in (self._settling, self._recount):
+            if timer is not None:
+                timer.cancel()
+        self._settling = self._recount = None
         await self._close()
 
     async def _run(self) -> None:
@@ -269,7 +314,8 @@ class PostgresEventFollower(EventLogFollower):
                 # those of this process's own commits and those that carried their events
                 # with no hole since our seq: read the log from our seq
                 self._wake.clear()
-                if not (
+                must_read, self._must_read = self._must_read, False
+                if must_read or not (
                     connected
                     and woken
                     and (await self._published_here() or await self._publish_carried())

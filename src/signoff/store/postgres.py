@@ -225,7 +225,8 @@ class PostgresStore:
         self._pool: Any = None
         self._recent = _RecentEvents(_RECENT_EVENTS)
         self._backends: set[int] = set()
-        self._carry = True  # events ride in the NOTIFY (for other processes' followers)
+        self._carry = True  # commits NOTIFY, with their events (for other processes' followers)
+        self._heard: Callable[[int | None], None] | None = None  # told each commit's last seq
         self._sending = False  # a write of the one-statement kind is on its way
         self._sender: Any = None  # the pooled connection they are sent on, kept between sends
         self._idle: asyncio.Event | None = None  # set once none is (made in the pool's loop)
@@ -466,6 +467,7 @@ class PostgresStore:
             committed = statement.committed(appended[n])
             self._recent.add(committed.events)
             outcomes.append(committed)
+        self._tell(outcomes)
         return outcomes
 
     async def _in_transaction(self, write: Write) -> Committed:
@@ -487,7 +489,21 @@ class PostgresStore:
 
         committed = await self._writing(run)
         self._recent.add(committed.events)
+        self._tell((committed,))
         return committed
+
+    def _tell(self, outcomes: Sequence[Committed | None]) -> None:
+        """Tell :meth:`tell_commits`' listener the last seq these commits appended."""
+        if self._heard is not None:
+            last = max((o.events[-1].seq for o in outcomes if o and o.events), default=0)
+            if last:
+                self._heard(last)
+
+    def _unsure(self) -> None:
+        """Tell :meth:`tell_commits`' listener that a write whose COMMIT may have been
+        made failed or was cancelled: what it appended, if anything, is in the log."""
+        if self._heard is not None:
+            self._heard(None)
 
     async def _writing(
         self,
@@ -512,9 +528,11 @@ class PostgresStore:
                     return await run(conn, commit)
                 finally:
                     await _release(pool, conn)
-            except SignoffError:
-                raise
-            except _FAILURES as exc:
+            except BaseException as exc:
+                if commit.sent:  # it may have committed: the connection given back, it has or not
+                    self._unsure()
+                if isinstance(exc, SignoffError) or not isinstance(exc, _FAILURES):
+                    raise
                 if _stale_grants(exc):
                     if group:  # the others go again without it
                         raise _GroupRefused from exc
@@ -578,9 +596,18 @@ class PostgresStore:
 
     def others_follow(self, others: bool) -> None:
         """Whether another process's follower listens on this database (this process's
-        follower counts them): only then do this store's NOTIFYs carry their events,
-        which spares them a read of the log. Until told, they carry them."""
+        follower counts them): only then do this store's commits NOTIFY, carrying their
+        events when they fit, which spares those followers a read of the log. Until told,
+        they do."""
         self._carry = others
+
+    def tell_commits(self, heard: Callable[[int | None], None] | None) -> None:
+        """Call ``heard(seq)`` with the last seq of each commit of this store that appended
+        events, once it has committed, and ``heard(None)`` when a write that may have
+        committed failed or was cancelled before its outcome was read (None: no longer).
+        This process's follower learns of its commits so, not from a NOTIFY: it checks
+        that their service published them, and reads the log for one it cannot know."""
+        self._heard = heard
 
     async def _joined(self, conn: Any) -> None:
         """A new pooled connection: its backend's pid is one of this store's."""
