@@ -20,12 +20,15 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lifecycle import ARGS, through_service
+from lifecycle import ARGS, one_lifecycle, through_service
 
+from signoff.bus.local import LocalBus
+from signoff.service import Service
 from signoff.store.postgres import PostgresStore
 
 DEFAULT_DSN = os.environ.get("SIGNOFF_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -136,6 +139,46 @@ class PlainAsyncpg:
     async def close(self) -> None:
         """Close the connection."""
         await self.db.close()
+
+
+Statements = list[list[tuple[str, tuple[object, ...]]]]
+"""Statements with their parameters, by pause+resume (or lifecycle)."""
+
+
+class _RecordingStore(PostgresStore):
+    """The real store, keeping every statement its pooled connections run, with its
+    parameters, in the order they were answered."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(dsn)
+        self.statements: list[tuple[str, tuple[object, ...]]] = []
+
+    async def _joined(self, conn: Any) -> None:
+        await super()._joined(conn)
+        conn.add_query_logger(lambda q: self.statements.append((q.query, tuple(q.args))))
+
+
+async def record_pg(url: str, lifecycles: int) -> Statements:
+    """Every statement the PostgreSQL store's connections run for each of ``lifecycles``
+    lifecycles through the service (one at a time, on the database at ``url``, after its
+    schema is made): what :func:`replay_pg` runs again."""
+    store = _RecordingStore(url)
+    steps: Statements = []
+    async with Service(store, bus=LocalBus(), read_file=None) as service:
+        for n in range(lifecycles):
+            first = len(store.statements)
+            await one_lifecycle(service, n)
+            steps.append(store.statements[first:])
+    return steps
+
+
+async def replay_pg(
+    db: asyncpg.Connection, statements: list[tuple[str, tuple[object, ...]]]
+) -> None:
+    """Run recorded statements again, in order, with their parameters, on a plain
+    connection (asyncpg prepares and keeps each, as the store's connections do)."""
+    for sql, args in statements:
+        await db.fetch(sql, *args)
 
 
 async def plain_asyncpg(url: str, lifecycles: int) -> float:

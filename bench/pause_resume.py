@@ -32,6 +32,13 @@ One pause+resume, timed from the agent's side:
   (``lifecycle.replay``): signoff's rows, history indexes, search index, chain head and
   syncs, with no Python around them. The run prints ``loop / (replay + own)``, the most any
   code making these writes can reach.
+- **the PostgreSQL store's own statements, replayed bare**: before the timed run, every
+  statement the store's connections run for each pause+resume, with its parameters, is
+  recorded from a run through the service on a fresh database (``lifecycle_pg.record_pg``);
+  in the run, each step runs that pause+resume's statements again on one plain asyncpg
+  connection to another fresh database with the store's schema
+  (``lifecycle_pg.replay_pg``): the same rows, indexes, chain hashes and commits, with no
+  Python around them and no follower listening. The run prints ``loop / (replay + own)``.
 - **signoff's own time**: ``one_lifecycle`` through the service on the in-memory store
   (``MemoryStore``), each sample less the time spent inside the store's methods
   (``lifecycle.StoreTime``): the service's own Python per pause+resume. With one
@@ -87,7 +94,15 @@ from lifecycle import (
     record,
     replay,
 )
-from lifecycle_pg import DEFAULT_DSN, PlainAsyncpg, drop_database, fresh_database
+from lifecycle_pg import (
+    DEFAULT_DSN,
+    PlainAsyncpg,
+    Statements,
+    drop_database,
+    fresh_database,
+    record_pg,
+    replay_pg,
+)
 
 from signoff.bus.local import LocalBus
 from signoff.service import Service
@@ -198,6 +213,8 @@ OWN = "signoff own (memory)"
 """The label of the service's own time, on the in-memory store."""
 REPLAY = "signoff SQLite, replay"
 """The label of the SQLite store's own statements, replayed bare."""
+REPLAY_PG = "signoff PostgreSQL, replay"
+"""The label of the PostgreSQL store's own statements, replayed bare."""
 STEP_TRANSACTIONS = 4
 """The transactions of one pause+resume: submit, decide, claim, complete."""
 
@@ -232,6 +249,28 @@ async def through_replay(recording: Recording) -> AsyncIterator[Subject]:
         yield Subject(REPLAY, step, commits, sqlite_rows(recording.path))
     finally:
         recording.db.close()
+
+
+@asynccontextmanager
+async def through_replay_pg(url: str, steps: Statements) -> AsyncIterator[Subject]:
+    """The PostgreSQL store's own statements for one pause+resume, recorded from a run of
+    the service (``lifecycle_pg.record_pg``) and replayed bare on one plain connection to a
+    fresh database with the store's schema: its rows, indexes, chain and commits, with no
+    Python around them and no follower listening."""
+    schema = PostgresStore(url)
+    await schema.open()  # the tables, indexes and functions, then nothing else
+    await schema.close()
+    db = await asyncpg.connect(url)
+    commits: Counter[str] = Counter()
+
+    async def step(n: int) -> None:
+        await replay_pg(db, steps[n])
+        commits["commit"] += STEP_TRANSACTIONS
+
+    try:
+        yield Subject(REPLAY_PG, step, commits, pg_rows(url))
+    finally:
+        await db.close()
 
 
 @asynccontextmanager
@@ -353,6 +392,11 @@ async def subjects(
     out.append(through_langgraph("LangGraph PostgreSQL", pg_saver, pg_rows(url)))
     url = await stack.enter_async_context(fresh_pg(opts.dsn))
     out.append(await stack.enter_async_context(through_plain_pg(url)))
+    steps = await record_pg(
+        await stack.enter_async_context(fresh_pg(opts.dsn)), opts.warmup + opts.iterations
+    )
+    url = await stack.enter_async_context(fresh_pg(opts.dsn))
+    out.append(await stack.enter_async_context(through_replay_pg(url, steps)))
     return out
 
 
@@ -392,14 +436,15 @@ async def run(opts: argparse.Namespace, recording: Recording) -> None:
 def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -> None:
     """Print the table, the ratios and what each side stored per pause+resume."""
     print(f"\n{len(subs[0].samples)} pause+resumes each, one at a time")
-    print(f"{'':22} {'median ms':>10} {'p99 ms':>10} {'per second':>11}")
+    width = max(len(sub.label) for sub in subs)
+    print(f"{'':{width}} {'median ms':>10} {'p99 ms':>10} {'per second':>11}")
     figures: dict[str, tuple[float, float, float]] = {}
     for sub in subs:
         median = statistics.median(sub.samples)
         p99 = statistics.quantiles(sub.samples, n=100, method="inclusive")[98]
         rate = len(sub.samples) / sum(sub.samples)
         figures[sub.label] = (median, p99, rate)
-        print(f"{sub.label:22} {median * 1e3:10.2f} {p99 * 1e3:10.2f} {rate:11.1f}")
+        print(f"{sub.label:{width}} {median * 1e3:10.2f} {p99 * 1e3:10.2f} {rate:11.1f}")
     print()
     for db in ("SQLite", "PostgreSQL"):
         if f"signoff {db}" in figures and f"LangGraph {db}" in figures:
@@ -429,6 +474,17 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
                     f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does "
                     f"the memory store's work ({store_ms:.3f} ms)"
                 )
+                if db == "PostgreSQL" and REPLAY_PG in figures:
+                    replay_ms = 1e3 / figures[REPLAY_PG][2]
+                    print(
+                        f"  with the PostgreSQL store's own statements (replayed bare: "
+                        f"{replay_ms:.3f} ms, {plain_ms / replay_ms:.2f} of the loop's rate), "
+                        f"signoff reaches at most {plain_ms / (replay_ms + own_ms):.2f} = loop "
+                        f"{plain_ms:.3f} ms / (statements {replay_ms:.3f} + service's own "
+                        f"{own_ms:.3f} ms); "
+                        f"{plain_ms / (replay_ms + own_ms + store_ms):.2f} with the memory "
+                        "store's work"
+                    )
                 if db == "SQLite" and REPLAY in figures:
                     replay_ms = 1e3 / figures[REPLAY][2]
                     print(
@@ -447,7 +503,7 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
             f"{t} {c / total:.1f}" for t, c in sorted(stored[sub.label].items()) if c >= total
         )
         calls = ", ".join(f"{m} {c / total:.1f}" for m, c in sub.writes.items())
-        print(f"{sub.label:22} rows: {rows or '(in memory)'}; calls: {calls}")
+        print(f"{sub.label:{width}} rows: {rows or '(in memory)'}; calls: {calls}")
 
 
 def main() -> None:
