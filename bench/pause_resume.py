@@ -474,21 +474,11 @@ def report(subs: list[Subject], stored: dict[str, dict[str, int]], total: int) -
                     f"{plain_ms / (plain_ms + own_ms + store_ms):.2f} if the store also does "
                     f"the memory store's work ({store_ms:.3f} ms)"
                 )
-                if db == "PostgreSQL" and REPLAY_PG in figures:
-                    replay_ms = 1e3 / figures[REPLAY_PG][2]
+                replayed = {"SQLite": REPLAY, "PostgreSQL": REPLAY_PG}[db]
+                if replayed in figures:
+                    replay_ms = 1e3 / figures[replayed][2]
                     print(
-                        f"  with the PostgreSQL store's own statements (replayed bare: "
-                        f"{replay_ms:.3f} ms, {plain_ms / replay_ms:.2f} of the loop's rate), "
-                        f"signoff reaches at most {plain_ms / (replay_ms + own_ms):.2f} = loop "
-                        f"{plain_ms:.3f} ms / (statements {replay_ms:.3f} + service's own "
-                        f"{own_ms:.3f} ms); "
-                        f"{plain_ms / (replay_ms + own_ms + store_ms):.2f} with the memory "
-                        "store's work"
-                    )
-                if db == "SQLite" and REPLAY in figures:
-                    replay_ms = 1e3 / figures[REPLAY][2]
-                    print(
-                        f"  with the SQLite store's own statements (replayed bare: "
+                        f"  with the {db} store's own statements (replayed bare: "
                         f"{replay_ms:.3f} ms, {plain_ms / replay_ms:.2f} of the loop's rate), "
                         f"signoff reaches at most {plain_ms / (replay_ms + own_ms):.2f} = loop "
                         f"{plain_ms:.3f} ms / (statements {replay_ms:.3f} + service's own "

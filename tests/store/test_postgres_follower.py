@@ -73,12 +73,18 @@ class CountingStore(PostgresStore):
 
 @contextlib.asynccontextmanager
 async def following(
-    dsn: str, schema: str | None = None, *, poll: float = 600, alone: bool = False
+    dsn: str,
+    schema: str | None = None,
+    *,
+    poll: float = 600,
+    alone: bool = False,
+    reads: int = 2,
 ) -> AsyncIterator[Following]:
     """A store and bus of their own with a LISTEN follower on them, listening already and
-    past its reads on starting; by default no interval poll during the test: NOTIFYs only.
-    ``alone``: wired as a server's, its store telling it of its commits and NOTIFYing only
-    while it counts another follower."""
+    past ``reads`` reads of the log (its first, once it LISTENs, and the one a moment after
+    its hello); by default no interval poll during the test: NOTIFYs only. ``alone``: wired
+    as a server's, its store telling it of its commits and NOTIFYing only while it counts
+    another follower."""
     store = CountingStore(dsn, schema=schema)
     await store.open()
     bus = LocalBus()
@@ -95,8 +101,7 @@ async def following(
     )
     await follower.start()
     try:
-        # its first read, once it LISTENs, and the one a moment after its hello
-        await until(lambda: store.reads >= 2, "read the log on starting")
+        await until(lambda: store.reads >= reads, "read the log on starting")
         store.reads = 0
         async with bus.subscribe() as seen:
             yield Following(store=store, bus=bus, seen=seen)
@@ -231,19 +236,24 @@ async def test_a_follower_woken_as_it_is_stopped_stops(pg_database: str) -> None
         await store.close()
 
 
+@pytest.mark.parametrize("alone", [False, True], ids=["notified", "alone"])
 async def test_own_commits_that_never_reach_the_bus_are_read_and_published(
-    pg_database: str,
+    pg_database: str, alone: bool
 ) -> None:
-    """Commits of this process's own connections whose events nobody here published (as
-    when a caller is cancelled between commit and publish) are read from the log after the
-    follower's grace (from what their NOTIFYs carried), and published once each, in order;
-    one published here is neither published again nor read."""
-    async with following(pg_database) as here:
+    """Commits of this process's own whose events nobody here published (as when a caller
+    is cancelled between commit and publish) are read from the log after the follower's
+    grace, and published once each, in order; one published here is neither published
+    again nor read. The follower hears of them from their NOTIFYs, or, alone on its
+    database (no NOTIFY at all), from its store."""
+    async with following(pg_database, alone=alone) as here:
+        if alone:
+            await until(lambda: not here.store._carry, "told it is alone")
         writes = [insert(approval()) for _ in range(3)]
         for write in writes[:2]:
             await here.store.commit(write)
         events = await arrived(here.seen, 2)
         reads = here.store.reads
+        assert reads >= 1 or not alone  # alone, no NOTIFY carried them: they were read
         committed = await here.store.commit(writes[2])
         await here.bus.publish(committed.events)  # published here, as a service does
         (published,) = await arrived(here.seen, 1)
@@ -365,54 +375,22 @@ async def test_a_follower_reads_the_log_again_once_the_others_have_counted_it(
     NOTIFYs nobody: that follower reads the log once more a moment after its hello, with
     no interval poll, and publishes those commits, in order, each once."""
     monkeypatch.setattr(postgres_bus, "_COUNTED", 1.5)
-    async with another_server(pg_database) as elsewhere:
+    async with (
+        another_server(pg_database) as elsewhere,
+        following(pg_database, reads=1) as here,  # its first read only
+    ):
         assert isinstance(elsewhere.store, PostgresStore)
         elsewhere.store.others_follow(False)  # it has not yet counted the newcomer
-        store = CountingStore(pg_database)
-        await store.open()
-        bus = LocalBus()
-        follower = PostgresEventFollower(store.dsn, store, bus, poll=600)
-        try:
-            async with bus.subscribe() as seen:
-                await follower.start()
-                await until(lambda: store.reads >= 1, "read the log on starting")
-                made = [
-                    (
-                        await elsewhere.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)
-                    ).request
-                    for n in range(3)
-                ]
-                assert seen.get_nowait() is None  # no NOTIFY: nothing yet
-                events = await arrived(seen, 3)
-                await asyncio.sleep(0.2)
-                assert seen.get_nowait() is None
-        finally:
-            await follower.stop()
-            await store.close()
+        made = [
+            (await elsewhere.submit({"session_id": "s", "tool_name": f"t{n}"}, AGENT)).request
+            for n in range(3)
+        ]
+        assert here.seen.get_nowait() is None  # no NOTIFY: nothing yet
+        events = await arrived(here.seen, 3)
+        assert here.store.reads == 1
+        await asyncio.sleep(0.2)
+        assert here.seen.get_nowait() is None
     assert [e.request.id for e in events] == [r.id for r in made]
-
-
-async def test_a_servers_commits_are_checked_from_what_its_store_tells_with_no_notify(
-    pg_database: str,
-) -> None:
-    """Alone, a server's commits NOTIFY nobody; its follower hears of them from its store.
-    Those nobody here published (a caller cancelled between commit and publish) are read
-    after the grace and published once each, in order; one published here is not read."""
-    async with following(pg_database, alone=True) as here:
-        await until(lambda: not here.store._carry, "told it is alone")
-        writes = [insert(approval()) for _ in range(3)]
-        for write in writes[:2]:
-            await here.store.commit(write)
-        events = await arrived(here.seen, 2)
-        reads = here.store.reads
-        assert reads >= 1
-        committed = await here.store.commit(writes[2])
-        await here.bus.publish(committed.events)  # published here, as a service does
-        (published,) = await arrived(here.seen, 1)
-        await asyncio.sleep(0.3)  # past the grace: the follower had no need to read
-        assert here.store.reads == reads and here.seen.get_nowait() is None
-    assert [e.seq for e in [*events, published]] == [1, 2, 3]
-    assert [e.request.id for e in events] == [w.insert.id for w in writes[:2] if w.insert]
 
 
 async def test_a_write_cut_short_has_the_follower_read_the_log(pg_database: str) -> None:

@@ -270,19 +270,7 @@ _CARRY_ONLY_FOR_OTHERS = (
 # follower to count them); the payload is as before. A follower that starts reads the log
 # once more after the others have had time to count it, and every poll interval, so the
 # commits a server made before it counted the newcomer reach it all the same.
-_NOTIFY_FOR_OTHERS = """    IF events > 0 AND carry THEN
-        payload := (head_event + events)::TEXT || E'\\n' || coalesce(current_schema(), '')
-            || E'\\n' || stamp || E'\\n' || array_to_string(
-            ARRAY(SELECT e.type || E'\\t' || e.data
-                  FROM unnest(event_types, event_data) WITH ORDINALITY AS e(type, data, n)
-                  ORDER BY e.n),
-            E'\\n');
-        IF octet_length(payload) > 7900 THEN
-            payload := (head_event + events)::TEXT;
-        END IF;
-        PERFORM pg_notify(channel, payload);
-    END IF;
-"""
+_NOTIFY_FOR_OTHERS = _NOTIFY_EVENTS.replace("IF events > 0 THEN", "IF events > 0 AND carry THEN", 1)
 _NOTIFY_ONLY_FOR_OTHERS = (
     _CARRY_ONLY_FOR_OTHERS.split(";\n", 1)[1]
     .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
