@@ -59,7 +59,7 @@ _OTHERS = (
 
 HELLO = "follower"
 """What a follower NOTIFYs once it listens: the others count the followers at once, so the
-commits of a server already running carry their events for it from then on (not a seq:
+commits of a server already running NOTIFY it, with their events, from then on (not a seq:
 no follower takes it for a commit)."""
 
 logger = logging.getLogger("signoff.bus.postgres")
@@ -196,7 +196,9 @@ class PostgresEventFollower(EventLogFollower):
 
     async def _publish_carried(self) -> bool:
         """Publish the events from the cursor to the newest notified from what the
-        NOTIFYs carried, if they carried every one of them; whether it did.
+        NOTIFYs carried, if they carried every one of them that this process's bus has not
+        published already (its own commits, which NOTIFY nobody while it is alone); whether
+        it did.
 
         They are the rows a read would return, so the bus gets exactly what a read would
         give it, in order, each seq once.
@@ -310,9 +312,10 @@ class PostgresEventFollower(EventLogFollower):
                     backoff = 0.1
                 if asyncio.get_running_loop().time() >= self._census_at:
                     await self._census()
-                # after (re)connecting, after a quiet interval, and on every NOTIFY but
-                # those of this process's own commits and those that carried their events
-                # with no hole since our seq: read the log from our seq
+                # after (re)connecting, after a quiet interval, when told to (a write that
+                # may have committed unseen, the read after the hello), and on every NOTIFY
+                # but those of this process's own commits and those that carried their
+                # events with no hole since our seq: read the log from our seq
                 self._wake.clear()
                 must_read, self._must_read = self._must_read, False
                 if must_read or not (

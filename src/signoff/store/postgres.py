@@ -1102,7 +1102,7 @@ def _hash_parts(draft: AuditDraft, stamp: str, details_json: str) -> tuple[str, 
 
 def _append_values(write: Write, json: tables.RequestJson, carry: bool) -> tuple[object, ...]:
     """``signoff_append``'s arguments for the write's audit entries and events (``carry``:
-    its NOTIFY carries them)."""
+    whether its commit NOTIFYs, carrying them when they fit)."""
     stamp = write.at.isoformat()
     details = [canonical_json(draft.details) for draft in write.audit]
     parts = [_hash_parts(d, stamp, text) for d, text in zip(write.audit, details, strict=True)]
@@ -1227,7 +1227,7 @@ _REST = tuple(
 
 def _one_statement(write: Write, carry: bool) -> _Statement | None:
     """The write as one statement, if it changes at most one request besides the logs
-    (``carry``: its NOTIFY carries its events)."""
+    (``carry``: whether its commit NOTIFYs, carrying its events when they fit)."""
     # whatever else a write may carry (now or in a later version of Write) needs the
     # transaction: every other field must be at its default
     if any(getattr(write, name) != empty for name, empty in _REST) or (
@@ -1258,7 +1258,8 @@ def _one_statement(write: Write, carry: bool) -> _Statement | None:
 
 
 async def _apply(conn: Any, write: Write, carry: bool) -> Committed:
-    """Run one write inside its transaction (``carry``: its NOTIFY carries its events)."""
+    """Run one write inside its transaction (``carry``: whether its commit NOTIFYs,
+    carrying its events when they fit)."""
     json = tables.RequestJson()
     if write.grants_version is not None:  # the head first: this takes it
         version = await conn.fetchval("SELECT grants_version FROM log_head WHERE id = 1 FOR UPDATE")
